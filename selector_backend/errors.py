@@ -1,0 +1,55 @@
+"""The error types every command maps to a documented exit code.
+
+Users see ``str(error)`` on one line and no traceback; the exit code tells
+scripts what kind of failure it was (docs/reference/exit-codes.md).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+EXIT_NOTHING_FITS = 3
+EXIT_EXTERNAL = 4
+
+
+class SelectorError(Exception):
+    """Base class: a failure with a one-line message and an exit code."""
+
+    exit_code = EXIT_INTERNAL
+
+
+class InputError(SelectorError):
+    """Bad input: usage, catalog, host profile, environment value, listing."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class NothingFitsError(SelectorError):
+    """No candidate is compatible and the caller required a prebuilt one."""
+
+    exit_code = EXIT_NOTHING_FITS
+
+
+class ExternalError(SelectorError):
+    """Something outside our input failed: network, hash, toolchain, build."""
+
+    exit_code = EXIT_EXTERNAL
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """A ' (did you mean X?)' suffix for the closest valid choice, or ''."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def unknown_choice(what: str, word: str, choices: Iterable[str]) -> InputError:
+    """The standard 'unknown X' error with a suggestion and the valid set."""
+    options = sorted(set(choices))
+    return InputError(
+        f"unknown {what} {word!r}{did_you_mean(word, options)}; "
+        f"valid: {', '.join(options)}"
+    )

@@ -1,0 +1,62 @@
+"""Reading TOML files with errors that name the file and line.
+
+tomllib reports syntax errors with a line, but not semantic ones (an unknown
+key, a bad value); ``locate`` finds the line a key or value was written on so
+catalog and config errors can point at it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from .errors import InputError
+
+
+class TomlDocument:
+    """A parsed TOML file that remembers its text for line lookups."""
+
+    def __init__(self, path: Path, text: str, data: dict[str, Any]) -> None:
+        self.path = path
+        self.text = text
+        self.data = data
+
+    def locate(self, *needles: str) -> str:
+        """'file:line' of the needles found one after another (best effort).
+
+        ``locate("[[prebuilt]]", "target")`` finds the first ``target`` after
+        the first ``[[prebuilt]]``; a needle not found keeps the last hit.
+        """
+        lines = [line.split("#", 1)[0] for line in self.text.splitlines()]
+        found: int | None = None
+        start = 0
+        for needle in needles:
+            pattern = re.compile(r"(^|[\s\[\"'.{,])" + re.escape(needle) + r"($|[\s\]\"'.=,}])")
+            hit = next((i for i in range(start, len(lines)) if pattern.search(lines[i])), None)
+            if hit is None:
+                break
+            found, start = hit, hit + 1
+        return f"{self.path}:{found + 1}" if found is not None else str(self.path)
+
+    def error(self, message: str, *needles: str) -> InputError:
+        return InputError(f"{self.locate(*needles)}: {message}")
+
+
+def load_toml(path: Path) -> TomlDocument:
+    """Parse ``path``; a missing file or a syntax error is an InputError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: invalid TOML: {exc}") from None
+    return TomlDocument(path, text, data)
