@@ -10,25 +10,31 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from packaging.version import InvalidVersion, Version
+from typing import Any, Literal, NamedTuple
 
 from . import targets
 from .errors import InputError, did_you_mean
 from .tomlfile import TomlDocument, load_toml
 from .variant import AxisValue, Variant, format_variant
+from .versions import is_version
 
 AXIS_KINDS = ("single", "multi")
 CAPABILITIES = ("nvidia_gpu", "mpi")
-_TOP_LEVEL = {"package", "axes", "cuda_lines", "constraints", "host_requirements",
-              "preferences", "prebuilt"}
+_TOP_LEVEL = {
+    "package",
+    "axes",
+    "cuda_lines",
+    "constraints",
+    "host_requirements",
+    "builds",
+    "preferences",
+    "prebuilt",
+}
+MPI_ABI_FAMILIES = {"mpich": ("mpich", "intelmpi", "mvapich", "cray-mpich"), "openmpi": ("openmpi",)}
 
 
-@dataclass(frozen=True)
-class Axis:
+class Axis(NamedTuple):
     name: str
     kind: Literal["single", "multi"]
     values: tuple[str, ...]
@@ -40,15 +46,13 @@ class Axis:
         return self.values.index(value)
 
 
-@dataclass(frozen=True)
-class CudaLine:
+class CudaLine(NamedTuple):
     name: str
     toolkit: str
     archs: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Constraint:
+class Constraint(NamedTuple):
     when: Mapping[str, frozenset[str]]
     require: Mapping[str, frozenset[str]]
     include: Mapping[str, frozenset[str]]
@@ -70,14 +74,12 @@ class Constraint:
         return any(set(variant.values_of(a)) & bad for a, bad in self.forbid.items())
 
 
-@dataclass(frozen=True)
-class PrebuiltEntry:
+class PrebuiltEntry(NamedTuple):
     name: str
     variants: tuple[Variant, ...]
 
 
-@dataclass(frozen=True)
-class Catalog:
+class Catalog(NamedTuple):
     path: Path
     name: str
     namespace: str
@@ -89,13 +91,15 @@ class Catalog:
     constraints: tuple[Constraint, ...]
     host_requirements: Mapping[tuple[str, str], tuple[str, ...]]
     preferences: Mapping[str, tuple[str, ...]]
-    prebuilt: tuple[PrebuiltEntry, ...] = field(default=())
+    mpi_abi: str | None = None
+    prebuilt: tuple[PrebuiltEntry, ...] = ()
 
     # ------------------------------------------------------------ variants
     def axis(self, name: str) -> Axis:
         if name not in self.axes:
-            raise InputError(f"unknown axis {name!r}{did_you_mean(name, self.axes)}; "
-                             f"axes: {', '.join(self.axes)}")
+            raise InputError(
+                f"unknown axis {name!r}{did_you_mean(name, self.axes)}; axes: {', '.join(self.axes)}"
+            )
         return self.axes[name]
 
     def parse_value(self, axis_name: str, text: str | Iterable[str]) -> AxisValue:
@@ -109,7 +113,8 @@ class Catalog:
             if item not in axis.values:
                 raise InputError(
                     f"unknown value {item!r} for axis {axis.name}{did_you_mean(item, axis.values)}; "
-                    f"valid: {', '.join(axis.values)}")
+                    f"valid: {', '.join(axis.values)}"
+                )
         if axis.kind == "single":
             if len(items) != 1:
                 raise InputError(f"axis {axis.name} takes one value, got {','.join(items)}")
@@ -157,8 +162,9 @@ class Catalog:
             line = self.cuda_lines[cuda]
             bad = [a for a in variant.values_of("cuda_arch") if a not in line.archs and a != "none"]
             if bad:
-                problems.append(f"CUDA {cuda} cannot build cuda_arch {','.join(bad)} "
-                                f"(it builds {', '.join(line.archs)})")
+                problems.append(
+                    f"CUDA {cuda} cannot build cuda_arch {','.join(bad)} (it builds {', '.join(line.archs)})"
+                )
         return problems
 
     def check(self, variant: Variant) -> None:
@@ -195,8 +201,10 @@ def default_catalog_path() -> Path:
     for candidate in (here.parent / "variants" / "catalog.toml", here / "variants" / "catalog.toml"):
         if candidate.is_file():
             return candidate
-    raise InputError("no variant catalog found (looked for variants/catalog.toml beside "
-                     "selector_backend); pass --catalog FILE")
+    raise InputError(
+        "no variant catalog found (looked for variants/catalog.toml beside "
+        "selector_backend); pass --catalog FILE"
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -252,9 +260,10 @@ class _CatalogReader:
             constraints=self.read_constraints(),
             host_requirements=self.read_host_requirements(),
             preferences=self.read_preferences(),
+            mpi_abi=self.read_mpi_abi(),
         )
         prebuilt = self.read_prebuilt(catalog)
-        object.__setattr__(catalog, "prebuilt", prebuilt)
+        catalog = catalog._replace(prebuilt=prebuilt)
         for axis in axes.values():
             default = catalog.make_variant({axis.name: axis.default}, fill_defaults=True)
             del default
@@ -289,7 +298,9 @@ class _CatalogReader:
             unknown = set(spec) - {"kind", "values", "default", "cmake", "description", "family"}
             if unknown:
                 raise self.fail(f"axis {name}: unknown key {sorted(unknown)[0]!r}", where, sorted(unknown)[0])
-            default: AxisValue = defaults[0] if kind == "single" else tuple(sorted(set(defaults), key=values.index))
+            default: AxisValue = (
+                defaults[0] if kind == "single" else tuple(sorted(set(defaults), key=values.index))
+            )
             axes[name] = Axis(name, kind, values, default, cmake, str(spec.get("description", "")))
         return axes
 
@@ -300,19 +311,28 @@ class _CatalogReader:
         for fam, names in raw.items():
             for name in self.strings(names, f"family {fam}", "[axes.target.family]", fam):
                 if name not in target.values:
-                    raise self.fail(f"family {fam} lists {name!r}, which is not a target value",
-                                    "[axes.target.family]", name)
+                    raise self.fail(
+                        f"family {fam} lists {name!r}, which is not a target value",
+                        "[axes.target.family]",
+                        name,
+                    )
                 if not targets.known_target(name):
-                    raise self.fail(f"target {name!r} is not an archspec microarchitecture",
-                                    "[axes.target]", name)
+                    raise self.fail(
+                        f"target {name!r} is not an archspec microarchitecture", "[axes.target]", name
+                    )
                 actual = targets.family(name)
                 if actual != fam:
-                    raise self.fail(f"target {name} is an {actual} target (archspec), not {fam}",
-                                    "[axes.target.family]", name)
+                    raise self.fail(
+                        f"target {name} is an {actual} target (archspec), not {fam}",
+                        "[axes.target.family]",
+                        name,
+                    )
                 family[name] = fam
         for name in target.values:
             if name not in family:
-                raise self.fail(f"target {name!r} has no family in [axes.target.family]", "[axes.target]", name)
+                raise self.fail(
+                    f"target {name!r} has no family in [axes.target.family]", "[axes.target]", name
+                )
         return family
 
     def read_cuda_lines(self, axes: Mapping[str, Axis]) -> dict[str, CudaLine]:
@@ -324,12 +344,12 @@ class _CatalogReader:
             if name not in axes["cuda"].values or name == "none":
                 raise self.fail(f"cuda line {name!r} is not a cuda axis value", where)
             toolkit = spec.get("toolkit")
-            try:
-                Version(str(toolkit))
-            except InvalidVersion:
-                raise self.fail(f"cuda line {name}: toolkit {toolkit!r} is not a version", where, "toolkit") from None
+            if not is_version(str(toolkit)):
+                raise self.fail(f"cuda line {name}: toolkit {toolkit!r} is not a version", where, "toolkit")
             if not str(toolkit).startswith(f"{name}."):
-                raise self.fail(f"cuda line {name}: toolkit {toolkit} is not a CUDA {name}.x", where, "toolkit")
+                raise self.fail(
+                    f"cuda line {name}: toolkit {toolkit} is not a CUDA {name}.x", where, "toolkit"
+                )
             archs = self.strings(spec.get("archs"), f"cuda line {name}: archs", where, "archs")
             for arch in archs:
                 if arch not in axes["cuda_arch"].values or arch == "none":
@@ -344,14 +364,20 @@ class _CatalogReader:
         out: dict[str, frozenset[str]] = {}
         for axis_name, values in self.table(raw, what, *needles).items():
             if axis_name not in self.axes:
-                raise self.fail(f"{what}: unknown axis {axis_name!r}{did_you_mean(axis_name, self.axes)}",
-                                *needles, axis_name)
+                raise self.fail(
+                    f"{what}: unknown axis {axis_name!r}{did_you_mean(axis_name, self.axes)}",
+                    *needles,
+                    axis_name,
+                )
             items = self.strings(values, f"{what}.{axis_name}", *needles, axis_name)
             for item in items:
                 if item not in self.axes[axis_name].values:
                     raise self.fail(
                         f"{what}: {item!r} is not a value of {axis_name}"
-                        f"{did_you_mean(item, self.axes[axis_name].values)}", *needles, axis_name)
+                        f"{did_you_mean(item, self.axes[axis_name].values)}",
+                        *needles,
+                        axis_name,
+                    )
             out[axis_name] = frozenset(items)
         return out
 
@@ -367,8 +393,10 @@ class _CatalogReader:
             message = spec.get("message")
             if not isinstance(message, str) or not message:
                 raise self.fail("constraint needs a message", *needles)
-            parts = {k: self.value_sets(spec.get(k, {}), f"constraint {k}", *needles)
-                     for k in ("when", "require", "include", "forbid")}
+            parts = {
+                k: self.value_sets(spec.get(k, {}), f"constraint {k}", *needles)
+                for k in ("when", "require", "include", "forbid")
+            }
             constraint = Constraint(message=message, **parts)
             self.check_satisfiable(constraint, needles)
             out.append(constraint)
@@ -381,8 +409,9 @@ class _CatalogReader:
             if self.axes[axis].kind == "single" and axis in c.when:
                 allowed &= c.when[axis]
             if not allowed or not c.include.get(axis, frozenset()) <= allowed:
-                raise self.fail(f"contradictory constraint ({c.message!r}): no value of {axis} satisfies it",
-                                *needles)
+                raise self.fail(
+                    f"contradictory constraint ({c.message!r}): no value of {axis} satisfies it", *needles
+                )
 
     def read_host_requirements(self) -> dict[tuple[str, str], tuple[str, ...]]:
         raw = self.table(self.data.get("host_requirements", {}), "[host_requirements]", "[host_requirements]")
@@ -394,10 +423,28 @@ class _CatalogReader:
             caps_t = self.strings(caps, f"host requirement {key}", "[host_requirements]", key)
             for cap in caps_t:
                 if cap not in CAPABILITIES:
-                    raise self.fail(f"unknown capability {cap!r}{did_you_mean(cap, CAPABILITIES)}",
-                                    "[host_requirements]", key)
+                    raise self.fail(
+                        f"unknown capability {cap!r}{did_you_mean(cap, CAPABILITIES)}",
+                        "[host_requirements]",
+                        key,
+                    )
             out[(axis, value)] = caps_t
         return out
+
+    def read_mpi_abi(self) -> str | None:
+        builds = self.table(self.data.get("builds", {}), "[builds]", "[builds]")
+        unknown = set(builds) - {"mpi_abi"}
+        if unknown:
+            raise self.fail(f"[builds]: unknown key {sorted(unknown)[0]!r}", "[builds]")
+        abi = builds.get("mpi_abi")
+        if abi is not None and abi not in MPI_ABI_FAMILIES:
+            raise self.fail(
+                f"[builds] mpi_abi {abi!r} is unknown{did_you_mean(str(abi), MPI_ABI_FAMILIES)}; "
+                f"valid: {', '.join(MPI_ABI_FAMILIES)}",
+                "[builds]",
+                "mpi_abi",
+            )
+        return abi
 
     def read_preferences(self) -> dict[str, tuple[str, ...]]:
         raw = self.data.get("preferences", {})
@@ -429,15 +476,21 @@ class _CatalogReader:
             unknown = set(spec) - set(catalog.axes) - {"name"}
             if unknown:
                 key = sorted(unknown)[0]
-                raise self.fail(f"prebuilt entry {name!r}: unknown axis {key!r}{did_you_mean(key, catalog.axes)}",
-                                *needles, key)
+                raise self.fail(
+                    f"prebuilt entry {name!r}: unknown axis {key!r}{did_you_mean(key, catalog.axes)}",
+                    *needles,
+                    key,
+                )
             variants = []
             for combo in itertools.product(*choices):
                 variant = Variant(dict(zip(catalog.axes, combo)))
                 problems = catalog.violations(variant)
                 if problems:
-                    raise self.fail(f"prebuilt entry {name!r} makes {format_variant(variant)!r}, which is not "
-                                    f"buildable: {'; '.join(problems)}", *needles)
+                    raise self.fail(
+                        f"prebuilt entry {name!r} makes {format_variant(variant)!r}, which is not "
+                        f"buildable: {'; '.join(problems)}",
+                        *needles,
+                    )
                 variants.append(variant)
             entries.append(PrebuiltEntry(name, tuple(variants)))
         return tuple(entries)

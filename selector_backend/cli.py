@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from .errors import EXIT_INTERNAL, SelectorError
 
@@ -34,9 +35,13 @@ COMMAND_MODULES = (
 PROG = "hvd-selector"
 
 
-def _load_commands() -> list:
+def _load_commands(only: str | None = None) -> list[Any]:
+    """Import the command modules (just one when the command is known: cold start)."""
+    names = COMMAND_MODULES
+    if only is not None and only.replace("-", "_") in COMMAND_MODULES:
+        names = (only.replace("-", "_"),)
     modules = []
-    for name in COMMAND_MODULES:
+    for name in names:
         try:
             modules.append(importlib.import_module(f"selector_backend.commands.{name}"))
         except ModuleNotFoundError as exc:
@@ -45,7 +50,7 @@ def _load_commands() -> list:
     return modules
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Detect this machine, pick the matching build of the hvd-selector collective "
@@ -54,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         "4 an outside failure (network, hash, toolchain). See docs/reference/cli.md.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in _load_commands():
+    for module in _load_commands(only):
         command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
         command.set_defaults(_run=module.run)
@@ -62,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = argv[0] if argv and not argv[0].startswith("-") else None
+    parser = build_parser(first)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
@@ -80,8 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line unless debugging
         if os.environ.get("HVD_SELECTOR_DEBUG"):
             raise
-        print(f"{PROG}: internal error: {type(exc).__name__}: {exc} "
-              "(set HVD_SELECTOR_DEBUG=1 for a traceback and report it)", file=sys.stderr)
+        print(
+            f"{PROG}: internal error: {type(exc).__name__}: {exc} "
+            "(set HVD_SELECTOR_DEBUG=1 for a traceback and report it)",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 

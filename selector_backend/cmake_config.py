@@ -35,8 +35,9 @@ def cmake_defines(variant: Variant, catalog: Catalog) -> dict[str, str]:
     return {catalog.axes[axis].cmake: ",".join(variant.values_of(axis)) for axis in variant}
 
 
-def render_cmake(variant: Variant, catalog: Catalog, compiler_id: str, compiler_version: str,
-                 variant_json_path: Path) -> str:
+def render_cmake(
+    variant: Variant, catalog: Catalog, compiler_id: str, compiler_version: str, variant_json_path: Path
+) -> str:
     """The CMake script CMakeLists.txt includes after validation."""
     target = str(variant["target"])
     flags = targets.optimization_flags(target, targets.compiler_name_for_cmake(compiler_id), compiler_version)
@@ -56,8 +57,14 @@ def render_cmake(variant: Variant, catalog: Catalog, compiler_id: str, compiler_
     return "\n".join(lines) + "\n"
 
 
-def write_cmake_config(variant: Variant, catalog: Catalog, compiler_id: str, compiler_version: str,
-                       out: Path, variant_json_out: Path) -> None:
+def write_cmake_config(
+    variant: Variant,
+    catalog: Catalog,
+    compiler_id: str,
+    compiler_version: str,
+    out: Path,
+    variant_json_out: Path,
+) -> None:
     """Write both files atomically (a failed configure leaves nothing stale)."""
     from .fileutil import atomic_write_text
 

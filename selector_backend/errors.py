@@ -6,7 +6,6 @@ scripts what kind of failure it was (docs/reference/exit-codes.md).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 EXIT_OK = 0
@@ -42,6 +41,8 @@ class ExternalError(SelectorError):
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """A ' (did you mean X?)' suffix for the closest valid choice, or ''."""
+    import difflib
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
     return f" (did you mean {close[0]}?)" if close else ""
 
@@ -49,7 +50,4 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 def unknown_choice(what: str, word: str, choices: Iterable[str]) -> InputError:
     """The standard 'unknown X' error with a suggestion and the valid set."""
     options = sorted(set(choices))
-    return InputError(
-        f"unknown {what} {word!r}{did_you_mean(word, options)}; "
-        f"valid: {', '.join(options)}"
-    )
+    return InputError(f"unknown {what} {word!r}{did_you_mean(word, options)}; valid: {', '.join(options)}")

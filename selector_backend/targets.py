@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from archspec.cpu import Microarchitecture
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _targets() -> dict[str, Microarchitecture]:
     import archspec.cpu
 
@@ -83,8 +83,13 @@ def optimization_flags(name: str, compiler: str, version: str) -> str:
 
 def compiler_name_for_cmake(cmake_compiler_id: str) -> str:
     """archspec's compiler name for a CMake compiler id (GNU -> gcc ...)."""
-    mapping = {"GNU": "gcc", "Clang": "clang", "AppleClang": "apple-clang",
-               "IntelLLVM": "oneapi", "NVHPC": "nvhpc"}
+    mapping = {
+        "GNU": "gcc",
+        "Clang": "clang",
+        "AppleClang": "apple-clang",
+        "IntelLLVM": "oneapi",
+        "NVHPC": "nvhpc",
+    }
     if cmake_compiler_id not in mapping:
         raise unknown_choice("compiler id", cmake_compiler_id, mapping)
     return mapping[cmake_compiler_id]

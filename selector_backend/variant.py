@@ -7,7 +7,6 @@ set members and JSON objects. Validation against the axes lives in
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from typing import Union
@@ -18,7 +17,7 @@ AxisValue = Union[str, tuple[str, ...]]
 class Variant(Mapping[str, AxisValue]):
     """An immutable axis -> value mapping in catalog axis order."""
 
-    __slots__ = ("_items", "_hash")
+    __slots__ = ("_hash", "_items")
 
     def __init__(self, items: Mapping[str, AxisValue] | None = None) -> None:
         self._items: tuple[tuple[str, AxisValue], ...] = tuple((items or {}).items())
@@ -72,5 +71,7 @@ def variant_label(variant: Variant) -> str:
     A hash of the canonical JSON, so the label changes exactly when the
     variant's properties do and never needs a registry of names.
     """
+    import hashlib
+
     canonical = json.dumps(variant.to_json(), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:8]

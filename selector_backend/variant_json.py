@@ -41,15 +41,16 @@ def parse(data: Any, catalog: Catalog, *, source: str = "variant.json") -> tuple
     variants = data.get("variants") if isinstance(data, dict) else None
     if not isinstance(variants, dict) or len(variants) != 1:
         raise InputError(f"{source}: expected exactly one entry under 'variants'")
-    (label, namespaces), = variants.items()
+    ((label, namespaces),) = variants.items()
     if not isinstance(namespaces, dict) or catalog.namespace not in namespaces:
         raise InputError(f"{source}: variant {label!r} has no {catalog.namespace!r} namespace")
     features = namespaces[catalog.namespace]
     if not isinstance(features, dict):
         raise InputError(f"{source}: namespace {catalog.namespace!r} must map features to value lists")
     try:
-        variant = catalog.make_variant(catalog.parse_assignments(
-            {k: v if isinstance(v, list) else [v] for k, v in features.items()}))
+        variant = catalog.make_variant(
+            catalog.parse_assignments({k: v if isinstance(v, list) else [v] for k, v in features.items()})
+        )
     except InputError as exc:
         raise InputError(f"{source}: {exc}") from None
     return str(label), variant

@@ -10,8 +10,12 @@ HELP = "(for CMakeLists.txt) validate axis values, write the CMake script and va
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("assignments", nargs="+", metavar="AXIS=VALUE",
-                        help="one per axis, multi values comma-separated (cuda_arch=80,90)")
+    parser.add_argument(
+        "assignments",
+        nargs="+",
+        metavar="AXIS=VALUE",
+        help="one per axis, multi values comma-separated (cuda_arch=80,90)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="CMake script to write")
     parser.add_argument("--variant-json", type=Path, required=True, help="variant.json to write")
     parser.add_argument("--compiler-id", required=True, help="CMAKE_CXX_COMPILER_ID (GNU, Clang ...)")

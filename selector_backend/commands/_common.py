@@ -1,0 +1,65 @@
+"""Options shared by every command that resolves, and how they become Settings."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..catalog import Catalog
+    from ..host import HostProfile
+    from ..settings import Settings
+
+
+def add_resolution_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--host-profile",
+        metavar="FILE",
+        help="resolve for the HostProfile JSON in FILE instead of this machine (missing fields mean absent)",
+    )
+    parser.add_argument(
+        "--selector",
+        metavar="SEL",
+        help="auto (default), cpu, gpu-nvidia, and/or pins like 'tensor_ops=mpi cuda_arch=80'",
+    )
+    parser.add_argument(
+        "--catalog", type=Path, metavar="FILE", help="variant catalog (default: the project's)"
+    )
+    parser.add_argument(
+        "-C",
+        "--config-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any setting, as pip's -C (e.g. -C target=x86_64_v3); highest precedence",
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    from ..errors import InputError
+    from ..settings import load_settings
+
+    cli: dict[str, str] = {}
+    for item in getattr(args, "config_setting", []) or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"-C {item!r}: expected KEY=VALUE")
+        cli[key.strip()] = value
+    if getattr(args, "host_profile", None):
+        cli["host-profile"] = args.host_profile
+    if getattr(args, "selector", None) is not None:
+        cli["selector"] = args.selector
+    return load_settings(cli)
+
+
+def catalog_from_args(args: argparse.Namespace) -> Catalog:
+    from ..catalog import load_catalog
+
+    return load_catalog(getattr(args, "catalog", None))
+
+
+def host_from_settings(settings: Settings) -> HostProfile:
+    from ..settings import host_profile_for
+
+    return host_profile_for(settings)

@@ -1,0 +1,102 @@
+"""``resolve``: rank every candidate for this host and say which one fits best."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING
+
+from ._common import add_resolution_arguments, catalog_from_args, host_from_settings, settings_from_args
+
+if TYPE_CHECKING:
+    from ..resolve import Resolution
+
+NAME = "resolve"
+HELP = "rank the prebuilt variants for this machine (or --host-profile) and select the best"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="machine-readable resolution")
+    out.add_argument("--explain", action="store_true", help="every candidate with its reasons, as a table")
+    parser.add_argument(
+        "--require-prebuilt",
+        action="store_true",
+        help="exit 3 when no prebuilt candidate fits (instead of naming a source build)",
+    )
+    parser.add_argument(
+        "--index-url",
+        metavar="URL",
+        help="rank the wheels of this variant index instead of the catalog's prebuilt matrix",
+    )
+    add_resolution_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import NothingFitsError
+    from ..policy import parse_selector
+    from ..resolve import resolve
+    from ..sources import catalog_matrix
+
+    settings = settings_from_args(args)
+    catalog = catalog_from_args(args)
+    selector = parse_selector(settings.selector, catalog)
+    host = host_from_settings(settings)
+    index_url = args.index_url or (settings.get("index-url") or (None,))[0]
+    if index_url:
+        from ..variant_index import index_candidates  # type: ignore[import-not-found,unused-ignore]
+
+        candidates = list(index_candidates(index_url, catalog, host, settings))
+    else:
+        candidates = list(catalog_matrix(catalog))
+    resolution = resolve(host, candidates, catalog, selector)
+    if args.json:
+        print(json.dumps(resolution.to_json(), indent=2))
+    elif args.explain:
+        print_explain(resolution)
+    else:
+        print_summary(resolution)
+    if resolution.selected is None and args.require_prebuilt:
+        raise NothingFitsError(
+            "no prebuilt variant fits this host (see --explain); without "
+            "--require-prebuilt the source build above would be used"
+        )
+    return 0
+
+
+def print_summary(resolution: Resolution) -> None:
+    from ..variant import format_variant
+
+    if resolution.selected is not None:
+        sel = resolution.selected
+        print(f"selected: {format_variant(sel.variant)}  [{sel.candidate.source}]")
+        for reason in sel.reasons:
+            print(f"  + {reason}")
+    else:
+        print("selected: nothing prebuilt fits this host")
+        for cand in resolution.candidates[:3]:
+            print(f"  - {format_variant(cand.variant)}: {cand.reasons[0] if cand.reasons else ''}")
+    if resolution.selected is None and resolution.source_build is not None:
+        print(f"source build would target: {format_variant(resolution.source_build)}")
+    for note in resolution.notes:
+        print(f"note: {note}")
+    count = sum(1 for c in resolution.candidates if c.compatible)
+    print(
+        f"{count} of {len(resolution.candidates)} candidates fit (selector: {resolution.selector}); "
+        "--explain shows all"
+    )
+
+
+def print_explain(resolution: Resolution) -> None:
+    from ..variant import format_variant
+
+    for rank, cand in enumerate(resolution.candidates, 1):
+        mark = "ok " if cand.compatible else "no "
+        chosen = " <= selected" if cand is resolution.selected else ""
+        print(f"{rank:>3}. {mark} {format_variant(cand.variant)}  [{cand.candidate.source}]{chosen}")
+        for reason in cand.reasons:
+            print(f"          {reason}")
+    if resolution.source_build is not None:
+        print(f"source build would target: {format_variant(resolution.source_build)}")
+    for note in resolution.notes:
+        print(f"note: {note}")

@@ -1,0 +1,47 @@
+"""Detect this machine: one module per fact, each failing soft into ``notes``.
+
+``detect_host`` never raises for a broken detector and never hangs: every
+subprocess and the NVML query are time-bounded (HVD_SELECTOR_DETECT_TIMEOUT,
+default 5 s). Overrides are applied afterwards by ``selector_backend.settings``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from ..host import HostProfile, LibraryInfo
+from . import cpu, libraries, nvidia, system
+
+T = TypeVar("T")
+
+
+def _soft(what: str, probe: Callable[[], T], fallback: T, notes: list[str]) -> T:
+    try:
+        return probe()
+    except Exception as exc:  # a detector bug or an odd machine must not stop detection
+        notes.append(f"{what}: detection failed ({type(exc).__name__}: {exc})")
+        return fallback
+
+
+def detect_host() -> HostProfile:
+    """Everything detectable about this machine, without overrides."""
+    notes: list[str] = []
+    gpu = _soft("nvidia", lambda: nvidia.detect(notes), nvidia.NvidiaFacts(), notes)
+    libs: dict[str, LibraryInfo | None] = {
+        "mpi": _soft("mpi", lambda: libraries.detect_mpi(notes), None, notes),
+        "nccl": _soft("nccl", lambda: libraries.detect_nccl(notes), None, notes),
+        "gloo": _soft("gloo", lambda: libraries.detect_gloo(notes), None, notes),
+    }
+    return HostProfile(
+        platform=system.platform_name(),
+        os=_soft("os", system.os_name, None, notes),
+        machine=system.machine(),
+        libc=_soft("libc", system.libc, None, notes),
+        python=system.python_tag(),
+        cpu=_soft("cpu", lambda: cpu.detect(notes), None, notes),
+        gpus=gpu.gpus,
+        cuda_driver=gpu.cuda_driver,
+        libraries=libs,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,14 @@
+"""The CPU through archspec: microarchitecture, generic level, family, features."""
+
+from __future__ import annotations
+
+from ..host import CpuInfo
+
+
+def detect(notes: list[str]) -> CpuInfo:
+    import archspec.cpu
+
+    host = archspec.cpu.host()
+    if host.vendor == "generic":
+        notes.append(f"cpu: archspec knows only the generic {host.name} for this CPU")
+    return CpuInfo(host.name, host.generic.name, host.family.name, tuple(sorted(host.features)))

