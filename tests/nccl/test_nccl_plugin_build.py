@@ -1,0 +1,157 @@
+"""The nccl variant's plugin, built here with nvcc 13 and the NCCL wheel: what
+it exports, which GPU code it carries, what it needs at run time, and that it
+loads and answers on a machine with no GPU and no driver."""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import hvd_nccl_build
+import pytest
+from conftest import ROOT, TEST_VARIANT, toolchain_missing
+
+HERE = Path(__file__).resolve().parent
+HAS_DRIVER = ctypes.util.find_library("cuda") is not None
+
+
+def test_exports_only_the_plugin_entry_point(built_plugin: hvd_nccl_build.Built) -> None:
+    assert hvd_nccl_build.exported_symbols(built_plugin.library) == ["hvd_nccl_plugin_get"]
+
+
+def test_sass_for_each_arch_and_ptx_for_the_highest(built_plugin: hvd_nccl_build.Built) -> None:
+    if hvd_nccl_build.cuobjdump() is None:
+        pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
+    sass, ptx = hvd_nccl_build.cubins(built_plugin.library)
+    assert sass == ["80", "90"]
+    assert ptx == ["90"]
+
+
+def test_needs_only_nccl_at_run_time(built_plugin: hvd_nccl_build.Built) -> None:
+    needed, runpath = hvd_nccl_build.dynamic_info(built_plugin.library)
+    assert "libnccl.so.2" in needed
+    # cudart is linked statically; libcuda is dlopen()ed by it only when used.
+    assert not [n for n in needed if n.startswith(("libcudart", "libcuda."))], needed
+    assert runpath == ["$ORIGIN/../nvidia/nccl/lib"]
+
+
+_PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from nccl_plugin_abi import Plugin, PluginError
+p = Plugin(sys.argv[1])
+out = {"abi": p.table.abi_version, "versions": p.versions(), "devices": p.device_count(),
+       "why": p.error()}
+try:
+    out["uid_bytes"] = len(p.unique_id())
+except PluginError as exc:
+    out["uid_error"] = str(exc)
+for name, call in [("cc", lambda: p.compute_capability(0)),
+                   ("allreduce", lambda: p.allreduce(0, 4, "float32")),
+                   ("bad_init", lambda: p.init(3, 2, bytes(128), 0)),
+                   ("init", lambda: p.init(0, 1, bytes(128), 0))]:
+    try:
+        call()
+        out[name] = "ok"
+    except PluginError as exc:
+        out[name] = str(exc)
+p.finalize()
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def probe(built_plugin: hvd_nccl_build.Built) -> dict[str, object]:
+    """Load the installed plugin in a fresh process with no LD_LIBRARY_PATH, so
+    NCCL must be found through the plugin's RUNPATH as in a real install."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(built_plugin.library), str(HERE)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_loads_through_the_wheel_rpath_and_reports_versions(probe: dict[str, object]) -> None:
+    assert probe["abi"] == 1
+    versions = str(probe["versions"])
+    assert versions.startswith("cuda_runtime=13.0 cuda_driver=")
+    assert " nccl=2." in versions
+
+
+@pytest.mark.skipif(HAS_DRIVER, reason="an NVIDIA driver is installed here")
+def test_without_a_driver_there_are_no_devices_and_a_clear_reason(probe: dict[str, object]) -> None:
+    assert probe["devices"] == 0
+    assert "cuda_driver=none" in str(probe["versions"])
+    assert str(probe["why"]).startswith("no NVIDIA driver found (libcuda.so.1 could not be loaded)")
+    assert str(probe["cc"]).startswith("no NVIDIA driver found")
+    assert "\n" not in str(probe["why"])
+
+
+def test_ncclGetUniqueId_needs_no_gpu(probe: dict[str, object]) -> None:
+    assert probe.get("uid_bytes") == 128, probe.get("uid_error")
+
+
+def test_collectives_before_init_and_bad_arguments_fail_cleanly(probe: dict[str, object]) -> None:
+    assert probe["allreduce"] == "the NCCL communicator is not initialized: call init() first"
+    assert probe["bad_init"] == "init: rank 3 is not in [0, 2)"
+    if not HAS_DRIVER:
+        assert str(probe["init"]).startswith("init: no CUDA device: no NVIDIA driver found")
+
+
+@pytest.fixture(scope="module")
+def variant_cmake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    reason = toolchain_missing()
+    if reason:
+        pytest.skip(reason)
+    from selector_backend.catalog import load_catalog
+
+    catalog = load_catalog()
+    return hvd_nccl_build.variant_cmake(
+        catalog.parse_variant(TEST_VARIANT), catalog, tmp_path_factory.mktemp("variant")
+    )
+
+
+def _configure(tmp_path: Path, variant_cmake: Path, *extra: str, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(ROOT / "native" / "nccl" / "standalone"),
+            "-B",
+            str(tmp_path / "b"),
+            f"-DHVD_VARIANT_CMAKE={variant_cmake}",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode != 0, "configure should have failed"
+    return " ".join(proc.stderr.split())  # CMake wraps long messages
+
+
+def test_missing_nccl_names_what_to_install(tmp_path: Path, variant_cmake: Path) -> None:
+    err = _configure(tmp_path, variant_cmake, f"-DHVD_NCCL_HOME={tmp_path}")
+    assert (
+        "NCCL not found (nccl.h + libnccl.so.2): pip install nvidia-nccl-cu13 into the Python that "
+        "runs the build, set HVD_NCCL_HOME to an NCCL prefix, or see recipes/nccl/"
+    ) in err
+
+
+def test_wrong_nvcc_names_what_to_install(tmp_path: Path, variant_cmake: Path) -> None:
+    fake = tmp_path / "nvcc"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, CUDACXX=str(fake))
+    err = _configure(tmp_path, variant_cmake, env=env)
+    assert "nvcc not found: install the CUDA 13.0 toolkit (see recipes/cuda/) or point CUDACXX" in err
