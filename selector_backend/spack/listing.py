@@ -60,8 +60,10 @@ def load_listing(path: Path, package: str | None = None) -> Listing:
         for rel in (V3_INDEX, V2_INDEX):
             if (path / rel).is_file():
                 return load_listing(path / rel, package)
-        raise InputError(f"{path}: no build-cache index in this directory (looked for {V3_INDEX} and "
-                         f"{V2_INDEX}); pass a listing page or an index file")
+        raise InputError(
+            f"{path}: no build-cache index in this directory (looked for {V3_INDEX} and "
+            f"{V2_INDEX}); pass a listing page or an index file"
+        )
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -74,8 +76,10 @@ def load_listing(path: Path, package: str | None = None) -> Listing:
         return parse_database(data, str(path), "index.json", package)
     if isinstance(data, dict) and "data" in data and "version" in data:
         return _read_manifest(data, path, package)
-    raise InputError(f"{path}: not a Spack build-cache listing (expected a cache listing page with "
-                     "spec_details, a database index.json, or an index.manifest.json)")
+    raise InputError(
+        f"{path}: not a Spack build-cache listing (expected a cache listing page with "
+        "spec_details, a database index.json, or an index.manifest.json)"
+    )
 
 
 def _decode(raw: bytes, source: str) -> str:
@@ -113,8 +117,9 @@ def parse_listing_page(text: str, source: str, package: str | None = None) -> Li
     try:
         details = json.loads(payload)
     except ValueError as exc:
-        raise InputError(f"{source}:{number}: spec_details is not valid JSON ({exc}); "
-                         "is the listing truncated?") from None
+        raise InputError(
+            f"{source}:{number}: spec_details is not valid JSON ({exc}); is the listing truncated?"
+        ) from None
     if not isinstance(details, list):
         raise InputError(f"{source}:{number}: spec_details must be a JSON array of spec objects")
     name = package or title
@@ -153,9 +158,16 @@ def _detail_entry(item: Any, index: int, package: str, source: str) -> ListingEn
         if name in variants:
             raise InputError(f"{where}: variant {name} given twice")
         variants[name] = value
-    spec = SpackSpec(name=package, version=versions[0], variants=tuple(variants.items()),
-                     platform=item["platform"], os=item["os"], target=item["target"],
-                     compiler=compiler, hash=item["hash"])
+    spec = SpackSpec(
+        name=package,
+        version=versions[0],
+        variants=tuple(variants.items()),
+        platform=item["platform"],
+        os=item["os"],
+        target=item["target"],
+        compiler=compiler,
+        hash=item["hash"],
+    )
     return ListingEntry(item["hash"], spec, tuple(stacks), where)
 
 
@@ -214,8 +226,9 @@ def _node_entry(node: dict[str, Any], hash_: str, nodes: dict[str, dict[str, Any
         elif isinstance(value, list) and all(isinstance(v, str) for v in value) and value:
             variants.append((name, tuple(value)))
         else:
-            raise InputError(f"{where}: parameters.{name} is {value!r}; expected a boolean, a string "
-                             "or a list of strings")
+            raise InputError(
+                f"{where}: parameters.{name} is {value!r}; expected a boolean, a string or a list of strings"
+            )
     deps = []
     for dep in node.get("dependencies", []):
         if not isinstance(dep, dict) or "hash" not in dep or "name" not in dep:
@@ -225,9 +238,17 @@ def _node_entry(node: dict[str, Any], hash_: str, nodes: dict[str, dict[str, Any
             continue  # not every dependency is in the cache's index
         deps.append(SpackSpec(name=str(dep["name"]), version=str(dep_node.get("version") or "") or None))
     compiler = _compiler(node, nodes)
-    spec = SpackSpec(name=str(node["name"]), version=str(node["version"]), variants=tuple(variants),
-                     platform=platform, os=os_, target=target, compiler=compiler, hash=hash_,
-                     dependencies=tuple(d for d in deps if d.name == "cuda"))
+    spec = SpackSpec(
+        name=str(node["name"]),
+        version=str(node["version"]),
+        variants=tuple(variants),
+        platform=platform,
+        os=os_,
+        target=target,
+        compiler=compiler,
+        hash=hash_,
+        dependencies=tuple(d for d in deps if d.name == "cuda"),
+    )
     return ListingEntry(hash_, spec, (), where)
 
 

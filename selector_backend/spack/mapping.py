@@ -64,9 +64,7 @@ def _cuda_line(version: str, catalog: Catalog) -> str | None:
     return major if major in catalog.cuda_lines else None
 
 
-def spec_to_values(
-    spec: SpackSpec, catalog: Catalog, *, strict: bool, catalog_target: bool = False
-) -> Mapped:
+def spec_to_values(spec: SpackSpec, catalog: Catalog, *, strict: bool, catalog_target: bool = False) -> Mapped:
     """Translate ``spec``; ``strict`` raises the first problem as an InputError.
 
     ``catalog_target`` maps a target the catalog lacks (zen3) to the most
@@ -187,16 +185,13 @@ def spec_to_values(
         target = str(catalog.axes["target"].default)
         notes.append(f"target not in the spec: catalog default {target}")
     elif not targets.known_target(target):
-        problem(
-            f"target={target} is not an archspec microarchitecture{did_you_mean(target, targets._targets())}"
-        )
+        problem(f"target={target} is not an archspec microarchitecture{did_you_mean(target, targets._targets())}")
         target = str(catalog.axes["target"].default)
     elif catalog_target and target not in catalog.axes["target"].values:
         mapped = catalog_target_for(target, catalog)
         if mapped is None:
             problem(
-                f"target={target}: no catalog target runs on it; targets: "
-                f"{', '.join(catalog.axes['target'].values)}"
+                f"target={target}: no catalog target runs on it; targets: {', '.join(catalog.axes['target'].values)}"
             )
         else:
             notes.append(f"target={target} is not a catalog target; the nearest one it runs is {mapped}")

@@ -50,25 +50,42 @@ class Pick:
     def to_json(self) -> dict[str, Any]:
         def entry_json(ranked: Ranked, full: bool) -> dict[str, Any]:
             extra = dict(ranked.candidate.extra)
-            out: dict[str, Any] = {"hash": extra["hash"], "spec": extra["spec"],
-                                   "compatible": ranked.compatible, "reasons": list(ranked.reasons)}
+            out: dict[str, Any] = {
+                "hash": extra["hash"],
+                "spec": extra["spec"],
+                "compatible": ranked.compatible,
+                "reasons": list(ranked.reasons),
+            }
             if full:
-                out.update({"install": f"spack install /{extra['hash']}", "os": extra["os"],
-                            "target": extra["target"], "compiler": extra["compiler"],
-                            "stacks": extra["stacks"], "variant": ranked.variant.to_json()})
+                out.update(
+                    {
+                        "install": f"spack install /{extra['hash']}",
+                        "os": extra["os"],
+                        "target": extra["target"],
+                        "compiler": extra["compiler"],
+                        "stacks": extra["stacks"],
+                        "variant": ranked.variant.to_json(),
+                    }
+                )
             return out
 
         sel = self.resolution.selected
         return {
-            "listing": {"source": self.listing.source, "format": self.listing.format,
-                        "package": self.listing.package, "specs": len(self.listing.entries)},
+            "listing": {
+                "source": self.listing.source,
+                "format": self.listing.format,
+                "package": self.listing.package,
+                "specs": len(self.listing.entries),
+            },
             "selector": str(self.resolution.selector),
             "selected": None if sel is None else entry_json(sel, True),
             "candidates": [entry_json(r, False) for r in self.resolution.candidates],
-            "build_instead": None if self.build_spec is None or sel is not None else {
+            "build_instead": None
+            if self.build_spec is None or sel is not None
+            else {
                 "spec": format_spec(self.build_spec),
-                "variant": None if self.resolution.source_build is None
-                else self.resolution.source_build.to_json()},
+                "variant": None if self.resolution.source_build is None else self.resolution.source_build.to_json(),
+            },
             "notes": list(self.notes),
         }
 
@@ -82,8 +99,7 @@ def _compiler_version(compiler: str | None) -> Version:
 
 
 def _tie_key(entry: ListingEntry, host: HostProfile) -> tuple[Any, ...]:
-    return (entry.spec.os != host.os, tuple(-p for p in _compiler_version(entry.spec.compiler).release),
-            entry.hash)
+    return (entry.spec.os != host.os, tuple(-p for p in _compiler_version(entry.spec.compiler).release), entry.hash)
 
 
 def spack_host(host: HostProfile) -> tuple[HostProfile, list[str]]:
@@ -92,7 +108,8 @@ def spack_host(host: HostProfile) -> tuple[HostProfile, list[str]]:
         return host, []
     libraries = {**dict(host.libraries), "mpi": SPACK_MPI}
     return host._replace(libraries=libraries), [
-        "the host has no MPI runtime; a Spack install brings the spec's own ^mpi, so MPI builds count as usable"]
+        "the host has no MPI runtime; a Spack install brings the spec's own ^mpi, so MPI builds count as usable"
+    ]
 
 
 def candidates(listing: Listing, host: HostProfile, catalog: Catalog, any_os: bool) -> list[Candidate]:
@@ -105,16 +122,27 @@ def candidates(listing: Listing, host: HostProfile, catalog: Catalog, any_os: bo
         if host.platform is not None and entry.spec.platform not in (None, host.platform):
             findings.append(Finding(False, f"platform {entry.spec.platform} is not the host's {host.platform}"))
         findings += [Finding(False, p) for p in mapped.problems]
-        extra = {"hash": entry.hash, "spec": format_spec(replace(entry.spec, hash=None)),
-                 "os": entry.spec.os, "target": entry.spec.target, "compiler": entry.spec.compiler,
-                 "stacks": list(entry.stacks)}
-        out.append(Candidate(mapped.variant(catalog), source=f"spack:{listing.source}", extra=extra,
-                             findings=tuple(findings), order=order))
+        extra = {
+            "hash": entry.hash,
+            "spec": format_spec(replace(entry.spec, hash=None)),
+            "os": entry.spec.os,
+            "target": entry.spec.target,
+            "compiler": entry.spec.compiler,
+            "stacks": list(entry.stacks),
+        }
+        out.append(
+            Candidate(
+                mapped.variant(catalog),
+                source=f"spack:{listing.source}",
+                extra=extra,
+                findings=tuple(findings),
+                order=order,
+            )
+        )
     return out
 
 
-def pick(listing: Listing, host: HostProfile, catalog: Catalog, selector: Selector, *,
-         any_os: bool = False) -> Pick:
+def pick(listing: Listing, host: HostProfile, catalog: Catalog, selector: Selector, *, any_os: bool = False) -> Pick:
     """Rank every listed spec for ``host``; when none fits, the spec to build instead."""
     spack_view, notes = spack_host(host)
     # a Spack binary links the MPI of its own DAG: the prebuilt-wheel MPI ABI rule does not apply

@@ -13,12 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Union
 
 from ..errors import InputError
 
 #: ``True``/``False`` for ``+flag``/``~flag``; a tuple for ``name=a,b``.
-SpackValue = Union[bool, tuple[str, ...]]
+SpackValue = bool | tuple[str, ...]
 
 ARCH_KEYS = ("platform", "os", "target")
 
@@ -151,7 +150,7 @@ def _apply_kv(node: _Builder, key: str, raw: str, where: str) -> None:
         parts = value.split("-", 2)
         if len(parts) != 3 or not all(parts):
             raise InputError(f"{where}: arch={value} is not platform-os-target")
-        for k, v in zip(ARCH_KEYS, parts):
+        for k, v in zip(ARCH_KEYS, parts, strict=True):
             node.set_field(k, v)
     elif key in ARCH_KEYS:
         node.set_field(key, value)
@@ -180,8 +179,7 @@ def parse_spec(text: str, where: str | None = None) -> SpackSpec:
         if tok.group("name") and tok.group("kv") is None:
             if node.fields or node.variants:
                 raise InputError(
-                    f"{where}: unexpected name {tok.group('name')!r} (one package per spec; "
-                    "use ^name for a dependency)"
+                    f"{where}: unexpected name {tok.group('name')!r} (one package per spec; use ^name for a dependency)"
                 )
             node.set_field("name", tok.group("name"))
             expect_name = False

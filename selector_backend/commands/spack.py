@@ -1,0 +1,171 @@
+"""``spack``: the Spack spec for a host, spec parsing, build-cache picking, package.py."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ._common import add_resolution_arguments, catalog_from_args, host_from_settings, settings_from_args
+
+NAME = "spack"
+HELP = "Spack interop: the spec for this host, parse a spec, pick from a build cache, package.py"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="spack_command", metavar="ACTION", required=True)
+
+    spec = sub.add_parser("spec", help="the Spack spec that fits this host (or --host-profile)")
+    spec.add_argument("--package", help="package name (default: the catalog's spack_package)")
+    spec.add_argument("--version", dest="pkg_version", help="version to print after @ ('' for none)")
+    spec.add_argument("--json", action="store_true", help="spec, variant and notes as JSON")
+    add_resolution_arguments(spec)
+
+    parse = sub.add_parser("parse", help="parse a Spack spec string into a catalog variant")
+    parse.add_argument("spec", metavar="SPEC", help="e.g. 'py-horovod +cuda cuda_arch=80 tensor_ops=nccl'")
+    parse.add_argument("--json", action="store_true", help="variant, carried variants and notes as JSON")
+    parse.add_argument("--catalog", type=Path, metavar="FILE", help="variant catalog (default: the project's)")
+
+    pick = sub.add_parser("pick", help="pick the prebuilt spec of a build-cache listing for this host")
+    pick.add_argument("listing", metavar="LISTING", type=Path,
+                      help="cache listing page, index.json, index.manifest.json or a mirror directory")
+    pick.add_argument("--any-os", action="store_true", help="accept a spec built on another os")
+    pick.add_argument("--package", help="package to pick from an index (default: the listing's title, "
+                      "else the catalog's spack_package)")
+    pick.add_argument("--json", action="store_true", help="selected, candidates and build_instead as JSON")
+    pick.add_argument("--require-prebuilt", action="store_true",
+                      help="exit 3 when no listed spec fits (instead of printing the spec to build)")
+    add_resolution_arguments(pick)
+
+    package = sub.add_parser("package", help="write or check spack/packages/<name>/package.py")
+    action = package.add_mutually_exclusive_group()
+    action.add_argument("--write", action="store_true", help="regenerate the file from the catalog")
+    action.add_argument("--check", action="store_true", help="exit 2 if the file drifted from the catalog")
+    package.add_argument("--repo", type=Path, default=None, help="Spack repository folder (default: spack/)")
+    package.add_argument("--catalog", type=Path, metavar="FILE", help="variant catalog (default: the project's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    handler = {"spec": _spec, "parse": _parse, "pick": _pick, "package": _package}[args.spack_command]
+    return handler(args)
+
+
+def _emit(data: dict[str, Any]) -> None:
+    print(json.dumps(data, indent=2))
+
+
+def _spec(args: argparse.Namespace) -> int:
+    from ..policy import parse_selector
+    from ..resolve import ideal_variant
+    from ..spack.mapping import default_version, variant_to_spec
+
+    settings = settings_from_args(args)
+    catalog = catalog_from_args(args)
+    selector = parse_selector(settings.selector, catalog)
+    host = host_from_settings(settings)
+    variant = ideal_variant(host, catalog, selector)
+    package = args.package or catalog.spack_package
+    version = args.pkg_version if args.pkg_version is not None else default_version(package, catalog)
+    spec = variant_to_spec(variant, package, version)
+    if args.json:
+        _emit({"spec": str(spec), "package": package, "variant": variant.to_json(),
+               "selector": str(selector), "host": {"os": host.os, "target": host.cpu.microarch if host.cpu
+                                                   else host.machine,
+                                                   "gpus": [g.compute_capability for g in host.nvidia_gpus()],
+                                                   "cuda_driver": host.cuda_driver}})
+    else:
+        print(spec)
+    return 0
+
+
+def _parse(args: argparse.Namespace) -> int:
+    from ..catalog import load_catalog
+    from ..spack.mapping import spec_to_values
+    from ..spack.spec import format_value, parse_spec
+    from ..variant import format_variant
+
+    catalog = load_catalog(args.catalog)
+    mapped = spec_to_values(parse_spec(args.spec), catalog, strict=True, catalog_target=True)
+    variant = catalog.make_variant(mapped.values)
+    catalog.check(variant)
+    carried = [format_value(v, k) for k, v in mapped.carried]
+    if args.json:
+        _emit({"variant": variant.to_json(), "carried": carried, "notes": list(mapped.notes)})
+    else:
+        print(format_variant(variant))
+        for item in carried:
+            print(f"  carried: {item}")
+        for note in mapped.notes:
+            print(f"  note: {note}")
+    return 0
+
+
+def _pick(args: argparse.Namespace) -> int:
+    from ..errors import NothingFitsError
+    from ..policy import parse_selector
+    from ..spack.listing import load_listing
+    from ..spack.pick import pick
+
+    settings = settings_from_args(args)
+    catalog = catalog_from_args(args)
+    selector = parse_selector(settings.selector, catalog)
+    host = host_from_settings(settings)
+    listing = load_listing(args.listing, args.package)
+    result = pick(listing, host, catalog, selector, any_os=args.any_os)
+    if args.json:
+        _emit(result.to_json())
+    else:
+        _print_pick(result)
+    if result.selected is None and args.require_prebuilt:
+        raise NothingFitsError(f"no spec in {listing.source} fits this host (see --json for every reason)")
+    return 0
+
+
+def _print_pick(result: Any) -> None:
+    from collections import Counter
+
+    data = result.to_json()
+    sel = data["selected"]
+    ok = sum(1 for c in data["candidates"] if c["compatible"])
+    total = len(data["candidates"])
+    if sel is not None:
+        print(f"selected: {sel['install']}")
+        print(f"  {sel['spec']}")
+        for reason in sel["reasons"]:
+            print(f"  + {reason}")
+        print(f"{ok} of {total} listed specs fit; this is the best by the engine's ranking")
+    else:
+        print(f"nothing prebuilt fits: 0 of {total} listed specs run on this host")
+        counts = Counter(c["reasons"][0] for c in data["candidates"] if c["reasons"])
+        for reason, count in counts.most_common(5):
+            print(f"  - {count}x {reason}")
+        build = data["build_instead"]
+        if build is not None:
+            print(f"build instead: spack install {build['spec']}")
+    for note in data["notes"]:
+        print(f"note: {note}")
+
+
+def _package(args: argparse.Namespace) -> int:
+    from ..catalog import load_catalog
+    from ..errors import InputError
+    from ..fileutil import atomic_write_text
+    from ..spack.package_py import check_package, package_path, render_package
+
+    catalog = load_catalog(args.catalog)
+    path = package_path(catalog, args.repo)
+    text = render_package(catalog)
+    if args.write:
+        atomic_write_text(path, text)
+        print(f"wrote {path}")
+        return 0
+    if args.check:
+        problems = check_package(path, catalog)
+        if problems:
+            raise InputError(f"{path} drifted from the catalog: {'; '.join(problems)}; "
+                             "run hvd-selector spack package --write")
+        print(f"{path} matches the catalog")
+        return 0
+    print(text, end="")
+    return 0

@@ -1,0 +1,421 @@
+"""spack/packages/<spack_package>/package.py: generated from the catalog, checked against it.
+
+``render_package`` writes the file (``hvd-selector spack package --write``);
+``check_package`` reads a file back with ``ast`` (no Spack needed) and lists
+every way it disagrees with the catalog: variants, values, defaults, the
+constraints as conflicts()/requires(), the CUDA lines, and the tables its
+build uses to compute the CMake options. The variant names and semantics
+mirror Spack's py-horovod (frameworks, controllers, tensor_ops, CudaPackage's
+cuda/cuda_arch) so a Spack user reads them the same way.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from .. import targets
+from ..catalog import Catalog
+from ..errors import InputError
+
+#: Spack variants that are catalog axes of the same name (cuda_arch comes with +cuda).
+PLAIN_VARIANTS = ("frameworks", "controllers", "tensor_ops")
+
+
+class Directive(NamedTuple):
+    """One conflicts()/requires() call: kind, spec, when, msg."""
+
+    kind: str
+    spec: str
+    when: str
+    msg: str
+
+
+def class_name(package: str) -> str:
+    """Spack's rule: py-hvd-selector -> PyHvdSelector."""
+    return "".join(part.capitalize() for part in package.replace("_", "-").split("-"))
+
+
+def package_path(catalog: Catalog, repo: Path | None = None) -> Path:
+    root = repo if repo is not None else catalog.path.parent.parent / "spack"
+    return root / "packages" / catalog.spack_package / "package.py"
+
+
+def targets_most_specific_first(catalog: Catalog) -> tuple[str, ...]:
+    values = catalog.axes["target"].values
+    return tuple(sorted(values, key=lambda t: (-targets.specificity(t), values.index(t))))
+
+
+def _condition(axis: str, value: str) -> str:
+    if axis == "cuda":
+        return "~cuda" if value == "none" else "+cuda"
+    return f"{axis}={value}"
+
+
+def constraint_directives(catalog: Catalog) -> list[Directive]:
+    """The catalog's constraints and CUDA lines as Spack directives.
+
+    cuda=none requiring cuda_arch=none needs no directive: CudaPackage only
+    defines cuda_arch when +cuda. A constraint of another shape is an error,
+    so a catalog change the package cannot express fails loudly.
+    """
+    out: list[Directive] = []
+    for c in catalog.constraints:
+        if len(c.when) != 1:
+            raise InputError(f"constraint {c.message!r}: package.py supports one 'when' axis")
+        (w_axis, w_values), = c.when.items()
+        whens = sorted({_condition(w_axis, v) for v in w_values})
+        if len(whens) != 1:
+            raise InputError(f"constraint {c.message!r}: 'when' must map to one Spack condition")
+        when = whens[0]
+        for axis, allowed in c.require.items():
+            if w_axis == "cuda" and when == "~cuda" and axis == "cuda_arch" and allowed == {"none"}:
+                continue  # implied: cuda_arch exists only when +cuda
+            for value in catalog.axes[axis].values:
+                if value not in allowed:
+                    out.append(Directive("conflicts", _condition(axis, value), when, c.message))
+        for axis, bad in c.forbid.items():
+            for value in sorted(bad, key=catalog.axes[axis].values.index):
+                spec = _condition(axis, value)
+                if spec == when:
+                    raise InputError(f"constraint {c.message!r} forbids its own condition")
+                # conflicts(A, when=B) is conflicts(B, when=A); keep +cuda/~cuda in when, as py-horovod
+                pair = (when, spec) if axis == "cuda" else (spec, when)
+                out.append(Directive("conflicts", *pair, c.message))
+        for axis, needed in c.include.items():
+            for value in sorted(needed, key=catalog.axes[axis].values.index):
+                out.append(Directive("requires", _condition(axis, value), when, c.message))
+    for name, line in catalog.cuda_lines.items():
+        for arch in catalog.axes["cuda_arch"].values:
+            if arch != "none" and arch not in line.archs:
+                out.append(Directive("conflicts", f"cuda_arch={arch}", f"^cuda@{name}",
+                                     f"CUDA {name} cannot build cuda_arch {arch}"))
+    return out
+
+
+def cuda_dependency(catalog: Catalog) -> str:
+    """cuda@12.4:12,13.0:13 - each catalog line from its toolkit up to the next major."""
+    ranges = [f"{line.toolkit}:{name}" for name, line in catalog.cuda_lines.items()]
+    return "cuda@" + ",".join(ranges)
+
+
+LINE_LENGTH = 120  # pyproject [tool.ruff] line-length: the file stays ruff-format clean
+
+
+def _one_line(value: Any) -> str:
+    """A Python literal in ruff's style: double quotes, (x,) for one-tuples."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, _Call):
+        raise TypeError(value)
+    if isinstance(value, tuple):
+        inner = ", ".join(_one_line(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_one_line(k)}: {_one_line(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def _items(value: Any) -> tuple[str, str, list[tuple[str, Any]]]:
+    if isinstance(value, _Call):
+        return f"{value.name}(", ")", [(f"{k}=" if k else "", v) for k, v in value.args]
+    if isinstance(value, tuple):
+        return "(", ")", [("", v) for v in value]
+    if isinstance(value, dict):
+        return "{", "}", [(f"{_one_line(k)}: ", v) for k, v in value.items()]
+    raise TypeError(value)
+
+
+class _Call(NamedTuple):
+    name: str
+    args: tuple[tuple[str, Any], ...]
+
+
+def _flat_call(call: _Call) -> str:
+    def one(v: Any) -> str:
+        return _flat_call(v) if isinstance(v, _Call) else _one_line(v)
+
+    return f"{call.name}(" + ", ".join(f"{k}={one(v)}" if k else one(v) for k, v in call.args) + ")"
+
+
+def _fmt(value: Any, indent: int, prefix: str = "", suffix: str = "") -> list[str]:
+    """Lay out ``prefix + value + suffix`` at ``indent`` the way ruff format does."""
+    pad = " " * indent
+    if isinstance(value, _Call):
+        flat = _flat_call(value)
+    elif isinstance(value, (tuple, dict)):
+        flat = _one_line(value)
+    else:
+        return [f"{pad}{prefix}{_one_line(value)}{suffix}"]
+    if indent + len(prefix) + len(flat) + len(suffix) <= LINE_LENGTH:
+        return [f"{pad}{prefix}{flat}{suffix}"]
+    opener, closer, items = _items(value)
+    inner = " " * (indent + 4)
+    if items and not (isinstance(value, tuple) and len(items) == 1):
+        hug = flat[len(opener) : -len(closer)]
+        if (
+            len(inner) + len(hug) <= LINE_LENGTH
+            and not isinstance(value, dict)
+            and len(items) > 1
+            and all(not isinstance(v, (tuple, dict, _Call)) for _, v in items)
+        ):
+            return [f"{pad}{prefix}{opener}", f"{inner}{hug}", f"{pad}{closer}{suffix}"]
+    lines = [f"{pad}{prefix}{opener}"]
+    for key, item in items:
+        lines += _fmt(item, indent + 4, key, ",")
+    lines.append(f"{pad}{closer}{suffix}")
+    return lines
+
+
+def _value_text(value: Any) -> str:
+    return ",".join(value) if isinstance(value, tuple) else str(value)
+
+
+# ------------------------------------------------------------------ render
+def render_package(catalog: Catalog) -> str:
+    """The whole package.py; deterministic, so a test can compare it byte for byte."""
+    axes = catalog.axes
+    cls = class_name(catalog.spack_package)
+    order = {a: axes[a].values for a in ("cuda_arch", "controllers", "frameworks")}
+    cmake = {a: axes[a].cmake for a in axes}
+    lines = [
+        "# Copyright hvd-selector developers. SPDX-License-Identifier: Apache-2.0",
+        "#",
+        "# GENERATED from variants/catalog.toml by `hvd-selector spack package --write`;",
+        "# do not edit. tests/spack/test_package_py.py fails when the two disagree.",
+        "# ruff: noqa: F405",
+        '"""Spack package for hvd-selector, the Horovod-style collective library."""',
+        "",
+        "from spack.package import *  # noqa: F403",
+        "",
+        "try:  # Spack >= 1.0 keeps the build-system base classes in its builtin repository",
+        "    from spack_repo.builtin.build_systems.cuda import CudaPackage",
+        "    from spack_repo.builtin.build_systems.python import PythonPackage",
+        "except ImportError:  # Spack < 1.0 exports them from spack.package",
+        "    pass",
+        "",
+        "#: Catalog targets, most specific first: HVD_TARGET is the first one the spec's target runs.",
+        *_fmt(targets_most_specific_first(catalog), 0, "HVD_TARGETS = "),
+        "#: Value order of the multi-valued axes (the CMake value joins them in this order).",
+        *_fmt(order, 0, "HVD_VALUE_ORDER = "),
+        "#: CMake cache variable of each axis (selector_backend.cmake_config.cmake_defines).",
+        *_fmt(cmake, 0, "HVD_CMAKE = "),
+        "",
+        "",
+        "def hvd_values(runs_on, cuda_major, tensor_ops, controllers, frameworks, cuda_arch):",
+        '    """Catalog axis values of a concrete spec (pure, so tests run it without Spack).',
+        "",
+        "    runs_on(target) says whether a binary for a catalog target runs on the spec's",
+        "    target (Spack: spec.satisfies('target=T:')); cuda_major is None for ~cuda.",
+        '    """',
+        "    target = next((t for t in HVD_TARGETS if runs_on(t)), None)",
+        "    if target is None:",
+        '        raise ValueError("no catalog target runs on this spec\'s target; targets: " + ", ".join(HVD_TARGETS))',
+        "",
+        "    def ordered(axis, values):",
+        "        return tuple(sorted(set(values), key=HVD_VALUE_ORDER[axis].index))",
+        "",
+        "    return {",
+        '        "target": target,',
+        '        "cuda": str(cuda_major) if cuda_major is not None else "none",',
+        '        "cuda_arch": ordered("cuda_arch", cuda_arch) if cuda_major is not None else ("none",),',
+        '        "tensor_ops": tensor_ops,',
+        '        "controllers": ordered("controllers", controllers),',
+        '        "frameworks": ordered("frameworks", frameworks),',
+        "    }",
+        "",
+        "",
+        "def hvd_cmake_defines(values):",
+        '    """-D definitions, multi values comma-joined: cmake_defines() of the catalog variant."""',
+        '    return {HVD_CMAKE[axis]: value if isinstance(value, str) else ",".join(value) for axis, value in values.items()}',
+        "",
+        "",
+        f"class {cls}(PythonPackage, CudaPackage):",
+        '    """Horovod-style collectives (allreduce, allgather, broadcast) over Gloo, MPI and NCCL.',
+        "",
+        "    The build is an exact source build of one catalog variant: the selector backend is",
+        "    told the variant (HVD_SELECTOR_VARIANT, build policy always-build, offline) and",
+        "    CMake gets the same HVD_* options the backend's own source build passes.",
+        "    Build from a checkout: spack develop --path /path/to/checkout "
+        f"{catalog.spack_package}@={catalog.version}",
+        '    """',
+        "",
+        '    license("Apache-2.0")',
+        "",
+        f'    version("{catalog.version}")',
+        "",
+    ]
+    for name in reversed(PLAIN_VARIANTS):
+        axis = axes[name]
+        call = _Call("variant", (("", name), ("default", _value_text(axis.default)),
+                                 ("description", axis.description), ("values", axis.values),
+                                 ("multi", axis.kind == "multi")))
+        lines += _fmt(call, 4)
+    archs = tuple(a for a in axes["cuda_arch"].values if a != "none")
+    arch_call = _Call("variant", (("", "cuda_arch"), ("description", axes["cuda_arch"].description),
+                                  ("values", _Call("any_combination_of", tuple(("", a) for a in archs))),
+                                  ("sticky", True), ("when", "+cuda")))
+    lines += _fmt(arch_call, 4)
+    lines += [
+        "",
+        '    depends_on("c", type="build")',
+        '    depends_on("cxx", type="build")',
+        '    depends_on("python@3.10:", type=("build", "run"))',
+        '    depends_on("cmake@3.24:", type="build")',
+        '    depends_on("py-scikit-build-core@0.10:", type="build")',
+        '    depends_on("py-nanobind", type="build")',
+        "    # the CMake project asks `python -m selector_backend cmake-config` for the flags",
+        '    depends_on("py-packaging@22:", type=("build", "run"))',
+        '    depends_on("py-archspec@0.2.5:", type=("build", "run"))',
+        '    depends_on("py-numpy@1.23:", type=("build", "run"))',
+        '    depends_on("py-nvidia-ml-py", type="run")',
+        '    depends_on("mpi", when="controllers=mpi")',
+        '    depends_on("mpi", when="tensor_ops=mpi")',
+        '    depends_on("gloo", when="controllers=gloo")',
+        '    depends_on("gloo", when="tensor_ops=gloo")',
+        '    depends_on("nccl", when="tensor_ops=nccl")',
+        f'    depends_on("{cuda_dependency(catalog)}", when="+cuda")',
+        "",
+    ]
+    for d in constraint_directives(catalog):
+        lines += _fmt(_Call(d.kind, (("", d.spec), ("when", d.when), ("msg", d.msg))), 4)
+    lines += [
+        "",
+        "    def hvd_variant(self):",
+        '        """This spec as catalog axis values."""',
+        "        spec = self.spec",
+        '        cuda = spec.satisfies("+cuda")',
+        "        return hvd_values(",
+        '            lambda t: spec.satisfies(f"target={t}:"),',
+        '            spec["cuda"].version.up_to(1) if cuda else None,',
+        '            spec.variants["tensor_ops"].value,',
+        '            spec.variants["controllers"].value,',
+        '            spec.variants["frameworks"].value,',
+        '            spec.variants["cuda_arch"].value if cuda else (),',
+        "        )",
+        "",
+        "    def setup_build_environment(self, env):",
+        "        values = self.hvd_variant()",
+        '        text = " ".join(f"{a}={v if isinstance(v, str) else \',\'.join(v)}" for a, v in values.items())',
+        '        env.set("HVD_SELECTOR_VARIANT", text)',
+        '        env.set("HVD_SELECTOR_BUILD_POLICY", "always-build")',
+        '        env.set("HVD_SELECTOR_OFFLINE", "1")',
+        '        defines = hvd_cmake_defines(values)',
+        '        env.set("SKBUILD_CMAKE_DEFINE", ";".join(f"{k}={v}" for k, v in defines.items()))',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ check
+class _Read(NamedTuple):
+    constants: dict[str, Any]
+    cls: str | None
+    bases: tuple[str, ...]
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]]
+
+
+def _literal(node: ast.expr) -> Any:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "any_combination_of":
+        return ("any_combination_of", tuple(ast.literal_eval(a) for a in node.args))
+    return ast.literal_eval(node)
+
+
+def read_package(path: Path) -> _Read:
+    """Module constants and the class body's directive calls, without importing Spack."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except SyntaxError as exc:
+        raise InputError(f"{path}:{exc.lineno}: not valid Python ({exc.msg})") from None
+    constants: dict[str, Any] = {}
+    cls = None
+    bases: tuple[str, ...] = ()
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                constants[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+        elif isinstance(node, ast.ClassDef):
+            cls = node.name
+            bases = tuple(b.id for b in node.bases if isinstance(b, ast.Name))
+            for stmt in node.body:
+                if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
+                        and isinstance(stmt.value.func, ast.Name):
+                    call = stmt.value
+                    try:
+                        args = tuple(_literal(a) for a in call.args)
+                        kwargs = {k.arg: _literal(k.value) for k in call.keywords if k.arg}
+                    except ValueError:
+                        raise InputError(f"{path}:{call.lineno}: {call.func.id}() arguments must be "
+                                         "literals") from None
+                    calls.append((call.func.id, args, kwargs))
+    return _Read(constants, cls, bases, calls)
+
+
+def check_package(path: Path, catalog: Catalog) -> list[str]:
+    """Every disagreement between package.py and the catalog ([] when none)."""
+    if not path.is_file():
+        return [f"{path} does not exist"]
+    read = read_package(path)
+    problems: list[str] = []
+    expected_cls = class_name(catalog.spack_package)
+    if read.cls != expected_cls:
+        problems.append(f"class is {read.cls}, expected {expected_cls}")
+    for base in ("PythonPackage", "CudaPackage"):
+        if base not in read.bases:
+            problems.append(f"class does not derive from {base}")
+    versions = [args[0] for kind, args, _ in read.calls if kind == "version" and args]
+    if catalog.version not in versions:
+        problems.append(f"no version({catalog.version!r}) (catalog [package].version)")
+    variants = {args[0]: kwargs for kind, args, kwargs in read.calls if kind == "variant" and args}
+    for name in PLAIN_VARIANTS:
+        axis = catalog.axes[name]
+        got = variants.pop(name, None)
+        if got is None:
+            problems.append(f"variant {name} is missing")
+            continue
+        if tuple(got.get("values", ())) != axis.values:
+            problems.append(f"variant {name} values {got.get('values')} != catalog {axis.values}")
+        if got.get("default") != _value_text(axis.default):
+            problems.append(f"variant {name} default {got.get('default')!r} != catalog "
+                            f"{_value_text(axis.default)!r}")
+        if got.get("multi") != (axis.kind == "multi"):
+            problems.append(f"variant {name} multi={got.get('multi')} but the catalog axis is {axis.kind}")
+    arch = variants.pop("cuda_arch", None)
+    want_archs = tuple(a for a in catalog.axes["cuda_arch"].values if a != "none")
+    if arch is None:
+        problems.append("variant cuda_arch is missing")
+    else:
+        values = arch.get("values")
+        if not (isinstance(values, tuple) and values[:1] == ("any_combination_of",) and values[1] == want_archs):
+            problems.append(f"variant cuda_arch values {values} != any_combination_of{want_archs}")
+        if arch.get("when") != "+cuda":
+            problems.append("variant cuda_arch must be when='+cuda' (as CudaPackage's)")
+    for extra in variants:
+        problems.append(f"variant {extra} is not a catalog axis")
+    directives = {Directive(kind, args[0], kwargs.get("when", ""), kwargs.get("msg", ""))
+                  for kind, args, kwargs in read.calls if kind in ("conflicts", "requires") and args}
+    expected = set(constraint_directives(catalog))
+    for d in sorted(expected - directives):
+        problems.append(f"missing {d.kind}({d.spec!r}, when={d.when!r}) for {d.msg!r}")
+    for d in sorted(directives - expected):
+        problems.append(f"{d.kind}({d.spec!r}, when={d.when!r}) is not a catalog rule")
+    cuda_deps = [args[0] for kind, args, kwargs in read.calls
+                 if kind == "depends_on" and args and str(args[0]).startswith("cuda@")]
+    if cuda_deps != [cuda_dependency(catalog)]:
+        problems.append(f"CUDA dependency {cuda_deps} != [{cuda_dependency(catalog)!r}] (catalog cuda_lines)")
+    expected_constants = {
+        "HVD_TARGETS": targets_most_specific_first(catalog),
+        "HVD_VALUE_ORDER": {a: catalog.axes[a].values for a in ("cuda_arch", "controllers", "frameworks")},
+        "HVD_CMAKE": {a: catalog.axes[a].cmake for a in catalog.axes},
+    }
+    for name, value in expected_constants.items():
+        if read.constants.get(name) != value:
+            problems.append(f"{name} = {read.constants.get(name)!r}, expected {value!r}")
+    return problems

@@ -1,0 +1,180 @@
+# Copyright hvd-selector developers. SPDX-License-Identifier: Apache-2.0
+#
+# GENERATED from variants/catalog.toml by `hvd-selector spack package --write`;
+# do not edit. tests/spack/test_package_py.py fails when the two disagree.
+# ruff: noqa: F405
+"""Spack package for hvd-selector, the Horovod-style collective library."""
+
+from spack.package import *  # noqa: F403
+
+try:  # Spack >= 1.0 keeps the build-system base classes in its builtin repository
+    from spack_repo.builtin.build_systems.cuda import CudaPackage
+    from spack_repo.builtin.build_systems.python import PythonPackage
+except ImportError:  # Spack < 1.0 exports them from spack.package
+    pass
+
+#: Catalog targets, most specific first: HVD_TARGET is the first one the spec's target runs.
+HVD_TARGETS = ("neoverse_v2", "neoverse_v1", "neoverse_n1", "x86_64_v4", "x86_64_v3", "x86_64_v2", "x86_64", "aarch64")
+#: Value order of the multi-valued axes (the CMake value joins them in this order).
+HVD_VALUE_ORDER = {
+    "cuda_arch": (
+        "none",
+        "50",
+        "52",
+        "60",
+        "61",
+        "70",
+        "72",
+        "75",
+        "80",
+        "86",
+        "87",
+        "89",
+        "90",
+        "100",
+        "103",
+        "110",
+        "120",
+        "121",
+    ),
+    "controllers": ("mpi", "gloo"),
+    "frameworks": ("pytorch",),
+}
+#: CMake cache variable of each axis (selector_backend.cmake_config.cmake_defines).
+HVD_CMAKE = {
+    "target": "HVD_TARGET",
+    "cuda": "HVD_CUDA",
+    "cuda_arch": "HVD_CUDA_ARCH",
+    "tensor_ops": "HVD_TENSOR_OPS",
+    "controllers": "HVD_CONTROLLERS",
+    "frameworks": "HVD_FRAMEWORKS",
+}
+
+
+def hvd_values(runs_on, cuda_major, tensor_ops, controllers, frameworks, cuda_arch):
+    """Catalog axis values of a concrete spec (pure, so tests run it without Spack).
+
+    runs_on(target) says whether a binary for a catalog target runs on the spec's
+    target (Spack: spec.satisfies('target=T:')); cuda_major is None for ~cuda.
+    """
+    target = next((t for t in HVD_TARGETS if runs_on(t)), None)
+    if target is None:
+        raise ValueError("no catalog target runs on this spec's target; targets: " + ", ".join(HVD_TARGETS))
+
+    def ordered(axis, values):
+        return tuple(sorted(set(values), key=HVD_VALUE_ORDER[axis].index))
+
+    return {
+        "target": target,
+        "cuda": str(cuda_major) if cuda_major is not None else "none",
+        "cuda_arch": ordered("cuda_arch", cuda_arch) if cuda_major is not None else ("none",),
+        "tensor_ops": tensor_ops,
+        "controllers": ordered("controllers", controllers),
+        "frameworks": ordered("frameworks", frameworks),
+    }
+
+
+def hvd_cmake_defines(values):
+    """-D definitions, multi values comma-joined: cmake_defines() of the catalog variant."""
+    return {HVD_CMAKE[axis]: value if isinstance(value, str) else ",".join(value) for axis, value in values.items()}
+
+
+class PyHvdSelector(PythonPackage, CudaPackage):
+    """Horovod-style collectives (allreduce, allgather, broadcast) over Gloo, MPI and NCCL.
+
+    The build is an exact source build of one catalog variant: the selector backend is
+    told the variant (HVD_SELECTOR_VARIANT, build policy always-build, offline) and
+    CMake gets the same HVD_* options the backend's own source build passes.
+    Build from a checkout: spack develop --path /path/to/checkout py-hvd-selector@=0.1.0
+    """
+
+    license("Apache-2.0")
+
+    version("0.1.0")
+
+    variant(
+        "tensor_ops",
+        default="gloo",
+        description="library that carries the collective data",
+        values=("nccl", "mpi", "gloo"),
+        multi=False,
+    )
+    variant(
+        "controllers",
+        default="gloo",
+        description="how processes find each other and agree on work",
+        values=("mpi", "gloo"),
+        multi=True,
+    )
+    variant(
+        "frameworks",
+        default="pytorch",
+        description="framework tensor bridges built in (DLPack)",
+        values=("pytorch",),
+        multi=True,
+    )
+    variant(
+        "cuda_arch",
+        description="GPU compute capabilities: SASS for each, PTX for the highest",
+        values=any_combination_of(
+            "50", "52", "60", "61", "70", "72", "75", "80", "86", "87", "89", "90", "100", "103", "110", "120", "121"
+        ),
+        sticky=True,
+        when="+cuda",
+    )
+
+    depends_on("c", type="build")
+    depends_on("cxx", type="build")
+    depends_on("python@3.10:", type=("build", "run"))
+    depends_on("cmake@3.24:", type="build")
+    depends_on("py-scikit-build-core@0.10:", type="build")
+    depends_on("py-nanobind", type="build")
+    # the CMake project asks `python -m selector_backend cmake-config` for the flags
+    depends_on("py-packaging@22:", type=("build", "run"))
+    depends_on("py-archspec@0.2.5:", type=("build", "run"))
+    depends_on("py-numpy@1.23:", type=("build", "run"))
+    depends_on("py-nvidia-ml-py", type="run")
+    depends_on("mpi", when="controllers=mpi")
+    depends_on("mpi", when="tensor_ops=mpi")
+    depends_on("gloo", when="controllers=gloo")
+    depends_on("gloo", when="tensor_ops=gloo")
+    depends_on("nccl", when="tensor_ops=nccl")
+    depends_on("cuda@12.4:12,13.0:13", when="+cuda")
+
+    conflicts("tensor_ops=nccl", when="~cuda", msg="tensor_ops=nccl needs CUDA (cuda=12 or cuda=13)")
+    conflicts("cuda_arch=none", when="+cuda", msg="a CUDA build needs at least one cuda_arch")
+    requires("controllers=gloo", when="tensor_ops=gloo", msg="tensor_ops=gloo needs the gloo controller")
+    requires("controllers=mpi", when="tensor_ops=mpi", msg="tensor_ops=mpi needs the mpi controller")
+    conflicts("cuda_arch=100", when="^cuda@12", msg="CUDA 12 cannot build cuda_arch 100")
+    conflicts("cuda_arch=103", when="^cuda@12", msg="CUDA 12 cannot build cuda_arch 103")
+    conflicts("cuda_arch=110", when="^cuda@12", msg="CUDA 12 cannot build cuda_arch 110")
+    conflicts("cuda_arch=120", when="^cuda@12", msg="CUDA 12 cannot build cuda_arch 120")
+    conflicts("cuda_arch=121", when="^cuda@12", msg="CUDA 12 cannot build cuda_arch 121")
+    conflicts("cuda_arch=50", when="^cuda@13", msg="CUDA 13 cannot build cuda_arch 50")
+    conflicts("cuda_arch=52", when="^cuda@13", msg="CUDA 13 cannot build cuda_arch 52")
+    conflicts("cuda_arch=60", when="^cuda@13", msg="CUDA 13 cannot build cuda_arch 60")
+    conflicts("cuda_arch=61", when="^cuda@13", msg="CUDA 13 cannot build cuda_arch 61")
+    conflicts("cuda_arch=70", when="^cuda@13", msg="CUDA 13 cannot build cuda_arch 70")
+    conflicts("cuda_arch=72", when="^cuda@13", msg="CUDA 13 cannot build cuda_arch 72")
+
+    def hvd_variant(self):
+        """This spec as catalog axis values."""
+        spec = self.spec
+        cuda = spec.satisfies("+cuda")
+        return hvd_values(
+            lambda t: spec.satisfies(f"target={t}:"),
+            spec["cuda"].version.up_to(1) if cuda else None,
+            spec.variants["tensor_ops"].value,
+            spec.variants["controllers"].value,
+            spec.variants["frameworks"].value,
+            spec.variants["cuda_arch"].value if cuda else (),
+        )
+
+    def setup_build_environment(self, env):
+        values = self.hvd_variant()
+        text = " ".join(f"{a}={v if isinstance(v, str) else ','.join(v)}" for a, v in values.items())
+        env.set("HVD_SELECTOR_VARIANT", text)
+        env.set("HVD_SELECTOR_BUILD_POLICY", "always-build")
+        env.set("HVD_SELECTOR_OFFLINE", "1")
+        defines = hvd_cmake_defines(values)
+        env.set("SKBUILD_CMAKE_DEFINE", ";".join(f"{k}={v}" for k, v in defines.items()))
