@@ -28,14 +28,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parse.add_argument("--catalog", type=Path, metavar="FILE", help="variant catalog (default: the project's)")
 
     pick = sub.add_parser("pick", help="pick the prebuilt spec of a build-cache listing for this host")
-    pick.add_argument("listing", metavar="LISTING", type=Path,
-                      help="cache listing page, index.json, index.manifest.json or a mirror directory")
+    pick.add_argument(
+        "listing",
+        metavar="LISTING",
+        type=Path,
+        help="cache listing page, index.json, index.manifest.json or a mirror directory",
+    )
     pick.add_argument("--any-os", action="store_true", help="accept a spec built on another os")
-    pick.add_argument("--package", help="package to pick from an index (default: the listing's title, "
-                      "else the catalog's spack_package)")
+    pick.add_argument(
+        "--package",
+        help="package to pick from an index (default: the listing's title, else the catalog's spack_package)",
+    )
     pick.add_argument("--json", action="store_true", help="selected, candidates and build_instead as JSON")
-    pick.add_argument("--require-prebuilt", action="store_true",
-                      help="exit 3 when no listed spec fits (instead of printing the spec to build)")
+    pick.add_argument(
+        "--require-prebuilt",
+        action="store_true",
+        help="exit 3 when no listed spec fits (instead of printing the spec to build)",
+    )
     add_resolution_arguments(pick)
 
     package = sub.add_parser("package", help="write or check spack/packages/<name>/package.py")
@@ -69,11 +78,20 @@ def _spec(args: argparse.Namespace) -> int:
     version = args.pkg_version if args.pkg_version is not None else default_version(package, catalog)
     spec = variant_to_spec(variant, package, version)
     if args.json:
-        _emit({"spec": str(spec), "package": package, "variant": variant.to_json(),
-               "selector": str(selector), "host": {"os": host.os, "target": host.cpu.microarch if host.cpu
-                                                   else host.machine,
-                                                   "gpus": [g.compute_capability for g in host.nvidia_gpus()],
-                                                   "cuda_driver": host.cuda_driver}})
+        _emit(
+            {
+                "spec": str(spec),
+                "package": package,
+                "variant": variant.to_json(),
+                "selector": str(selector),
+                "host": {
+                    "os": host.os,
+                    "target": host.cpu.microarch if host.cpu else host.machine,
+                    "gpus": [g.compute_capability for g in host.nvidia_gpus()],
+                    "cuda_driver": host.cuda_driver,
+                },
+            }
+        )
     else:
         print(spec)
     return 0
@@ -163,8 +181,9 @@ def _package(args: argparse.Namespace) -> int:
     if args.check:
         problems = check_package(path, catalog)
         if problems:
-            raise InputError(f"{path} drifted from the catalog: {'; '.join(problems)}; "
-                             "run hvd-selector spack package --write")
+            raise InputError(
+                f"{path} drifted from the catalog: {'; '.join(problems)}; run hvd-selector spack package --write"
+            )
         print(f"{path} matches the catalog")
         return 0
     print(text, end="")

@@ -12,6 +12,7 @@ cuda/cuda_arch) so a Spack user reads them the same way.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -65,7 +66,7 @@ def constraint_directives(catalog: Catalog) -> list[Directive]:
     for c in catalog.constraints:
         if len(c.when) != 1:
             raise InputError(f"constraint {c.message!r}: package.py supports one 'when' axis")
-        (w_axis, w_values), = c.when.items()
+        ((w_axis, w_values),) = c.when.items()
         whens = sorted({_condition(w_axis, v) for v in w_values})
         if len(whens) != 1:
             raise InputError(f"constraint {c.message!r}: 'when' must map to one Spack condition")
@@ -90,8 +91,11 @@ def constraint_directives(catalog: Catalog) -> list[Directive]:
     for name, line in catalog.cuda_lines.items():
         for arch in catalog.axes["cuda_arch"].values:
             if arch != "none" and arch not in line.archs:
-                out.append(Directive("conflicts", f"cuda_arch={arch}", f"^cuda@{name}",
-                                     f"CUDA {name} cannot build cuda_arch {arch}"))
+                out.append(
+                    Directive(
+                        "conflicts", f"cuda_arch={arch}", f"^cuda@{name}", f"CUDA {name} cannot build cuda_arch {arch}"
+                    )
+                )
     return out
 
 
@@ -229,7 +233,7 @@ def render_package(catalog: Catalog) -> str:
         "",
         "def hvd_cmake_defines(values):",
         '    """-D definitions, multi values comma-joined: cmake_defines() of the catalog variant."""',
-        '    return {HVD_CMAKE[axis]: value if isinstance(value, str) else ",".join(value) for axis, value in values.items()}',
+        '    return {HVD_CMAKE[a]: v if isinstance(v, str) else ",".join(v) for a, v in values.items()}',
         "",
         "",
         f"class {cls}(PythonPackage, CudaPackage):",
@@ -238,8 +242,7 @@ def render_package(catalog: Catalog) -> str:
         "    The build is an exact source build of one catalog variant: the selector backend is",
         "    told the variant (HVD_SELECTOR_VARIANT, build policy always-build, offline) and",
         "    CMake gets the same HVD_* options the backend's own source build passes.",
-        "    Build from a checkout: spack develop --path /path/to/checkout "
-        f"{catalog.spack_package}@={catalog.version}",
+        f"    Build from a checkout: spack develop --path /path/to/checkout {catalog.spack_package}@={catalog.version}",
         '    """',
         "",
         '    license("Apache-2.0")',
@@ -249,14 +252,28 @@ def render_package(catalog: Catalog) -> str:
     ]
     for name in reversed(PLAIN_VARIANTS):
         axis = axes[name]
-        call = _Call("variant", (("", name), ("default", _value_text(axis.default)),
-                                 ("description", axis.description), ("values", axis.values),
-                                 ("multi", axis.kind == "multi")))
+        call = _Call(
+            "variant",
+            (
+                ("", name),
+                ("default", _value_text(axis.default)),
+                ("description", axis.description),
+                ("values", axis.values),
+                ("multi", axis.kind == "multi"),
+            ),
+        )
         lines += _fmt(call, 4)
     archs = tuple(a for a in axes["cuda_arch"].values if a != "none")
-    arch_call = _Call("variant", (("", "cuda_arch"), ("description", axes["cuda_arch"].description),
-                                  ("values", _Call("any_combination_of", tuple(("", a) for a in archs))),
-                                  ("sticky", True), ("when", "+cuda")))
+    arch_call = _Call(
+        "variant",
+        (
+            ("", "cuda_arch"),
+            ("description", axes["cuda_arch"].description),
+            ("values", _Call("any_combination_of", tuple(("", a) for a in archs))),
+            ("sticky", True),
+            ("when", "+cuda"),
+        ),
+    )
     lines += _fmt(arch_call, 4)
     lines += [
         "",
@@ -302,7 +319,7 @@ def render_package(catalog: Catalog) -> str:
         '        env.set("HVD_SELECTOR_VARIANT", text)',
         '        env.set("HVD_SELECTOR_BUILD_POLICY", "always-build")',
         '        env.set("HVD_SELECTOR_OFFLINE", "1")',
-        '        defines = hvd_cmake_defines(values)',
+        "        defines = hvd_cmake_defines(values)",
         '        env.set("SKBUILD_CMAKE_DEFINE", ";".join(f"{k}={v}" for k, v in defines.items()))',
         "",
     ]
@@ -337,23 +354,23 @@ def read_package(path: Path) -> _Read:
     calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
+            with contextlib.suppress(ValueError):
                 constants[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
-                pass
         elif isinstance(node, ast.ClassDef):
             cls = node.name
             bases = tuple(b.id for b in node.bases if isinstance(b, ast.Name))
             for stmt in node.body:
-                if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
-                        and isinstance(stmt.value.func, ast.Name):
+                if (
+                    isinstance(stmt, ast.Expr)
+                    and isinstance(stmt.value, ast.Call)
+                    and isinstance(stmt.value.func, ast.Name)
+                ):
                     call = stmt.value
                     try:
                         args = tuple(_literal(a) for a in call.args)
                         kwargs = {k.arg: _literal(k.value) for k in call.keywords if k.arg}
                     except ValueError:
-                        raise InputError(f"{path}:{call.lineno}: {call.func.id}() arguments must be "
-                                         "literals") from None
+                        raise InputError(f"{path}:{call.lineno}: {call.func.id}() arguments must be literals") from None
                     calls.append((call.func.id, args, kwargs))
     return _Read(constants, cls, bases, calls)
 
@@ -383,8 +400,7 @@ def check_package(path: Path, catalog: Catalog) -> list[str]:
         if tuple(got.get("values", ())) != axis.values:
             problems.append(f"variant {name} values {got.get('values')} != catalog {axis.values}")
         if got.get("default") != _value_text(axis.default):
-            problems.append(f"variant {name} default {got.get('default')!r} != catalog "
-                            f"{_value_text(axis.default)!r}")
+            problems.append(f"variant {name} default {got.get('default')!r} != catalog {_value_text(axis.default)!r}")
         if got.get("multi") != (axis.kind == "multi"):
             problems.append(f"variant {name} multi={got.get('multi')} but the catalog axis is {axis.kind}")
     arch = variants.pop("cuda_arch", None)
@@ -399,15 +415,21 @@ def check_package(path: Path, catalog: Catalog) -> list[str]:
             problems.append("variant cuda_arch must be when='+cuda' (as CudaPackage's)")
     for extra in variants:
         problems.append(f"variant {extra} is not a catalog axis")
-    directives = {Directive(kind, args[0], kwargs.get("when", ""), kwargs.get("msg", ""))
-                  for kind, args, kwargs in read.calls if kind in ("conflicts", "requires") and args}
+    directives = {
+        Directive(kind, args[0], kwargs.get("when", ""), kwargs.get("msg", ""))
+        for kind, args, kwargs in read.calls
+        if kind in ("conflicts", "requires") and args
+    }
     expected = set(constraint_directives(catalog))
     for d in sorted(expected - directives):
         problems.append(f"missing {d.kind}({d.spec!r}, when={d.when!r}) for {d.msg!r}")
     for d in sorted(directives - expected):
         problems.append(f"{d.kind}({d.spec!r}, when={d.when!r}) is not a catalog rule")
-    cuda_deps = [args[0] for kind, args, kwargs in read.calls
-                 if kind == "depends_on" and args and str(args[0]).startswith("cuda@")]
+    cuda_deps = [
+        args[0]
+        for kind, args, kwargs in read.calls
+        if kind == "depends_on" and args and str(args[0]).startswith("cuda@")
+    ]
     if cuda_deps != [cuda_dependency(catalog)]:
         problems.append(f"CUDA dependency {cuda_deps} != [{cuda_dependency(catalog)!r}] (catalog cuda_lines)")
     expected_constants = {

@@ -76,7 +76,7 @@ def hvd_values(runs_on, cuda_major, tensor_ops, controllers, frameworks, cuda_ar
 
 def hvd_cmake_defines(values):
     """-D definitions, multi values comma-joined: cmake_defines() of the catalog variant."""
-    return {HVD_CMAKE[axis]: value if isinstance(value, str) else ",".join(value) for axis, value in values.items()}
+    return {HVD_CMAKE[a]: v if isinstance(v, str) else ",".join(v) for a, v in values.items()}
 
 
 class PyHvdSelector(PythonPackage, CudaPackage):
