@@ -1,0 +1,269 @@
+"""Horovod's Python API over the native core (hvd_selector._core).
+
+Results come back as the input's array type: numpy in, numpy out; a torch
+tensor (or any object with ``new_empty``) in, the same framework out — the
+output is allocated by the input's own framework and filled through DLPack.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._facts import BuildFacts
+from .rendezvous import LocalStore, StoreClient
+
+Sum = 0
+Average = 1
+Min = 2
+Max = 3
+Product = 4
+
+HorovodInternalError = _core.HorovodInternalError
+MismatchError = _core.MismatchError
+CollectiveTimeoutError = _core.CollectiveTimeoutError
+PeerFailureError = _core.PeerFailureError
+UnavailableError = _core.UnavailableError
+NotInitializedError = _core.NotInitializedError
+
+DEFAULT_TIMEOUT = 60.0
+TIMEOUT_ENV = "HVD_SELECTOR_TIMEOUT"
+MPI_RANK_ENVS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MPI_LOCALRANKID")
+
+_facts: BuildFacts | None = None
+_generation = 0
+_gpu_checked = False
+
+
+def _set_facts(facts: BuildFacts) -> None:
+    global _facts
+    _facts = facts
+
+
+def timeout() -> float:
+    """Seconds a rank waits for its peers (env HVD_SELECTOR_TIMEOUT, default 60)."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise ValueError(f"{TIMEOUT_ENV}={text!r} must be a positive number of seconds")
+    return value
+
+
+def _env_int(name: str) -> int:
+    text = os.environ.get(name, "")
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r} must be an integer (set by hvd-selector run)") from None
+
+
+def init() -> None:
+    """Join the job: through the launcher's rendezvous, MPI, or alone (size 1)."""
+    global _generation
+    if _core.initialized():
+        return
+    assert _facts is not None
+    wait = timeout()
+    controllers = _facts.controllers
+    address = os.environ.get("HVD_SELECTOR_RENDEZVOUS", "").strip()
+    under_mpi = any(name in os.environ for name in MPI_RANK_ENVS)
+    if address and "gloo" in controllers:
+        host, _, port = address.rpartition(":")
+        secret = os.environ.get("HVD_SELECTOR_SECRET", "")
+        if not secret:
+            raise ValueError("HVD_SELECTOR_SECRET is not set; start the ranks with hvd-selector run")
+        _generation += 1
+        client = StoreClient(host, int(port), bytes.fromhex(secret), wait, prefix=f"g{_generation}/")
+        hostname = "127.0.0.1" if host in ("127.0.0.1", "localhost") else socket.gethostname()
+        try:
+            _core.init_gloo(_env_int("HVD_SELECTOR_RANK"), _env_int("HVD_SELECTOR_SIZE"),
+                            _env_int("HVD_SELECTOR_LOCAL_RANK"), _env_int("HVD_SELECTOR_LOCAL_SIZE"),
+                            client.set, client.get, os.environ.get("HVD_SELECTOR_HOSTNAME", hostname), wait)
+        finally:
+            client.close()
+    elif "mpi" in controllers and (under_mpi or "gloo" not in controllers):
+        _core.init_mpi(wait)
+    elif "gloo" in controllers:
+        store = LocalStore()
+        _core.init_gloo(0, 1, 0, 1, store.set, store.get, "127.0.0.1", wait)
+    else:
+        raise ValueError(f"no controller in this build can start here (controllers={','.join(controllers)})")
+
+
+def shutdown() -> None:
+    """Leave the job and free the communicator (safe to call twice)."""
+    if _core.initialized():
+        _core.finalize()
+
+
+atexit.register(lambda: _core.initialized() and _core.finalize())
+
+
+def is_initialized() -> bool:
+    return bool(_core.initialized())
+
+
+def _identity(value: int) -> int:
+    if not _core.initialized():
+        raise NotInitializedError("hvd_selector has not been initialised; call hvd_selector.init() first")
+    return value
+
+
+def rank() -> int:
+    return _identity(_core.rank())
+
+
+def size() -> int:
+    return _identity(_core.size())
+
+
+def local_rank() -> int:
+    return _identity(_core.local_rank())
+
+
+def local_size() -> int:
+    return _identity(_core.local_size())
+
+
+# ----------------------------------------------------------------- arrays
+def _check(tensor: Any, what: str) -> Any:
+    if isinstance(tensor, np.ndarray):
+        return tensor
+    if hasattr(tensor, "__dlpack__"):
+        detach = getattr(tensor, "detach", None)
+        return detach() if callable(detach) else tensor
+    raise TypeError(f"{what}: expected a numpy array or a DLPack tensor (torch.Tensor ...), "
+                    f"got {type(tensor).__name__}")
+
+
+def _on_gpu(tensor: Any) -> bool:
+    return bool(getattr(tensor, "is_cuda", False))
+
+
+def _empty(like: Any, shape: Sequence[int]) -> Any:
+    if isinstance(like, np.ndarray):
+        return np.empty(tuple(shape), dtype=like.dtype)
+    new_empty = getattr(like, "new_empty", None)
+    if callable(new_empty):
+        return new_empty(tuple(int(s) for s in shape))
+    return np.empty(tuple(shape), dtype=np.from_dlpack(like).dtype)
+
+
+def _copy(tensor: Any) -> Any:
+    if isinstance(tensor, np.ndarray):
+        return tensor.copy()
+    clone = getattr(tensor, "clone", None)
+    return clone() if callable(clone) else np.array(np.from_dlpack(tensor), copy=True)
+
+
+def _gpu_guard(tensor: Any) -> None:
+    """Check the GPU's compute capability against the build's cuda_arch once."""
+    global _gpu_checked
+    if _gpu_checked or not _on_gpu(tensor):
+        return
+    reason = _core.gpu_unavailable_reason()
+    if reason:
+        raise UnavailableError(f"GPU operations unavailable: {reason}")
+    assert _facts is not None
+    cc = _core.gpu_compute_capability(local_rank())
+    from ._guard import check_gpu
+
+    check_gpu(_facts.cuda_archs, f"{cc // 10}.{cc % 10}")
+    _gpu_checked = True
+
+
+def _check_op(op: int) -> int:
+    if op not in (Sum, Average, Min, Max, Product):
+        raise ValueError(f"unknown op {op!r}; use hvd_selector.Sum, Average, Min, Max or Product")
+    return int(op)
+
+
+# ----------------------------------------------------------------- collectives
+def allreduce(tensor: Any, op: int = Average, prescale_factor: float = 1.0,
+              postscale_factor: float = 1.0, name: str | None = None) -> Any:
+    """Reduce across ranks; every rank gets postscale * op(prescale * tensor)."""
+    tensor = _check(tensor, "allreduce")
+    _gpu_guard(tensor)
+    out = _copy(tensor) if _on_gpu(tensor) else _empty(tensor, tensor.shape)
+    _core.allreduce(out if _on_gpu(tensor) else tensor, out, _check_op(op), float(prescale_factor),
+                    float(postscale_factor))
+    return out
+
+
+def grouped_allreduce(tensors: Sequence[Any], op: int = Average, prescale_factor: float = 1.0,
+                      postscale_factor: float = 1.0, name: str | None = None) -> list[Any]:
+    """Allreduce many tensors through fusion buffers (see fusion_threshold())."""
+    ins = [_check(t, "grouped_allreduce") for t in tensors]
+    for t in ins[:1]:
+        _gpu_guard(t)
+    outs = [_copy(t) if _on_gpu(t) else _empty(t, t.shape) for t in ins]
+    srcs = [o if _on_gpu(t) else t for t, o in zip(ins, outs, strict=True)]
+    _core.grouped_allreduce(srcs, outs, _check_op(op), float(prescale_factor), float(postscale_factor))
+    return outs
+
+
+def allgather(tensor: Any, name: str | None = None) -> Any:
+    """Concatenate every rank's tensor along dim 0 (its size may differ per rank)."""
+    tensor = _check(tensor, "allgather")
+    _gpu_guard(tensor)
+    dims = _core.allgather_prepare(tensor)
+    out = _empty(tensor, (sum(dims), *tuple(tensor.shape)[1:]))
+    _core.allgather(tensor, out, dims)
+    return out
+
+
+def broadcast(tensor: Any, root_rank: int, name: str | None = None) -> Any:
+    """root_rank's tensor, on every rank (a new tensor; the input is untouched)."""
+    tensor = _check(tensor, "broadcast")
+    _gpu_guard(tensor)
+    out = _copy(tensor)
+    _core.broadcast(out, int(root_rank))
+    return out
+
+
+def alltoall(tensor: Any, splits: Sequence[int] | None = None, name: str | None = None) -> Any:
+    """Send splits[i] rows (dim 0) to rank i; returns what the others sent, in rank order.
+
+    ``splits=None`` divides dim 0 evenly (it must be divisible by size()).
+    """
+    tensor = _check(tensor, "alltoall")
+    _gpu_guard(tensor)
+    n = size()
+    rows = int(tensor.shape[0]) if len(tensor.shape) else 0
+    if splits is None:
+        if len(tensor.shape) == 0 or rows % n:
+            raise ValueError(f"alltoall: dim 0 ({rows}) is not divisible by size() ({n}); pass splits=")
+        split_list = [rows // n] * n
+    else:
+        split_list = [int(s) for s in (splits.tolist() if hasattr(splits, "tolist") else splits)]
+    recv = _core.alltoall_prepare(tensor, split_list)
+    out = _empty(tensor, (sum(recv), *tuple(tensor.shape)[1:]))
+    _core.alltoall(tensor, split_list, out, recv)
+    return out
+
+
+def barrier() -> None:
+    """Wait until every rank reaches the barrier."""
+    _core.barrier()
+
+
+def fusion_threshold() -> int:
+    """Bytes per fusion buffer (env HOROVOD_FUSION_THRESHOLD, default 64 MiB)."""
+    return int(_core.fusion_threshold())
+
+
+def set_fusion_threshold(nbytes: int) -> None:
+    if nbytes < 0:
+        raise ValueError("fusion threshold must be >= 0 bytes")
+    _core.set_fusion_threshold(int(nbytes))

@@ -1,0 +1,72 @@
+"""What this installed build is: variant.json and build_config.json.
+
+Both files are written by CMake next to the extension, so they describe what
+was actually compiled. Reading them needs no native code, which is what lets
+the guard and the launcher run before (or without) loading ``_core``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+NAMESPACE = "hvd_selector"
+
+
+@dataclass(frozen=True)
+class BuildFacts:
+    """The variant's axis values plus static build facts."""
+
+    label: str
+    axes: dict[str, tuple[str, ...]]
+    config: dict[str, str]
+
+    def axis(self, name: str) -> tuple[str, ...]:
+        return self.axes.get(name, ())
+
+    @property
+    def target(self) -> str:
+        return self.axis("target")[0]
+
+    @property
+    def tensor_ops(self) -> str:
+        return self.axis("tensor_ops")[0]
+
+    @property
+    def controllers(self) -> tuple[str, ...]:
+        return self.axis("controllers")
+
+    @property
+    def cuda_archs(self) -> tuple[str, ...]:
+        return tuple(a for a in self.axis("cuda_arch") if a != "none")
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ImportError(
+            f"hvd_selector: {path.name} is missing from {path.parent}; this is not an installed build "
+            "(reinstall: pip install --no-cache-dir --force-reinstall hvd-selector)") from None
+    except ValueError as exc:
+        raise ImportError(f"hvd_selector: {path} is not valid JSON ({exc}); reinstall hvd-selector") from None
+
+
+def load_facts(package_dir: Path = PACKAGE_DIR) -> BuildFacts:
+    """Read variant.json (PEP 825 shape) and build_config.json; ImportError if broken."""
+    data = _load_json(package_dir / "variant.json")
+    variants = data.get("variants") if isinstance(data, dict) else None
+    if not isinstance(variants, dict) or len(variants) != 1:
+        raise ImportError(f"hvd_selector: {package_dir / 'variant.json'} must hold exactly one variant")
+    ((label, namespaces),) = variants.items()
+    features = namespaces.get(NAMESPACE) if isinstance(namespaces, dict) else None
+    if not isinstance(features, dict) or "target" not in features:
+        raise ImportError(f"hvd_selector: variant.json has no {NAMESPACE!r} target entry")
+    axes = {str(k): tuple(str(v) for v in (vals if isinstance(vals, list) else [vals]))
+            for k, vals in features.items()}
+    config_path = package_dir / "build_config.json"
+    config = _load_json(config_path) if config_path.exists() else {}
+    return BuildFacts(label=str(label), axes=axes, config={str(k): str(v) for k, v in config.items()})

@@ -1,0 +1,68 @@
+"""build_info(): what this installation was built as (like horovodrun --check-build)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._facts import BuildFacts
+
+
+def collect(facts: BuildFacts) -> dict[str, Any]:
+    """Static facts from the build plus the libraries the core reports at runtime."""
+    from . import _core
+
+    libraries: dict[str, str] = {}
+    for item in _core.library_versions().split(";"):
+        if "=" in item:
+            key, value = item.split("=", 1)
+            libraries[key] = value
+    gpu_reason = _core.gpu_unavailable_reason() if facts.tensor_ops == "nccl" else "CPU-only build"
+    return {
+        "variant": facts.config.get("variant") or " ".join(f"{k}={','.join(v)}" for k, v in facts.axes.items()),
+        "variant_label": facts.label,
+        "target": facts.target,
+        "target_flags": facts.config.get("target_flags", ""),
+        "kernels": _core.build_string().rsplit("kernels=", 1)[-1],
+        "tensor_ops": facts.tensor_ops,
+        "controllers": list(facts.controllers),
+        "cuda": facts.axis("cuda")[0] if facts.axis("cuda") else "none",
+        "cuda_archs": list(facts.cuda_archs),
+        "frameworks": list(facts.axis("frameworks")),
+        "libraries": libraries,
+        "mpiexec": facts.config.get("mpiexec", ""),
+        "compiler": facts.config.get("compiler", ""),
+        "fusion_threshold": int(_core.fusion_threshold()),
+        "gpu_operations": "available" if not gpu_reason else f"unavailable: {gpu_reason}",
+    }
+
+
+def format_text(info: dict[str, Any]) -> str:
+    """Human-readable, one fact per line, in horovodrun --check-build's spirit."""
+    def mark(flag: bool) -> str:
+        return "[X]" if flag else "[ ]"
+
+    ops = info["tensor_ops"]
+    lines = [
+        f"hvd-selector build {info['variant_label']}: {info['variant']}",
+        "",
+        f"CPU target: {info['target']} (flags: {info['target_flags'] or 'none'}; kernels: {info['kernels']})",
+        "",
+        "Available frameworks:",
+        *(f"    [X] {f}" for f in info["frameworks"]),
+        "",
+        "Available controllers:",
+        f"    {mark('mpi' in info['controllers'])} MPI",
+        f"    {mark('gloo' in info['controllers'])} Gloo",
+        "",
+        "Available tensor operations:",
+        f"    {mark(ops == 'nccl')} NCCL (cuda={info['cuda']}, cuda_arch={','.join(info['cuda_archs']) or 'none'})",
+        f"    {mark(ops == 'mpi')} MPI",
+        f"    {mark(ops == 'gloo' or ops == 'nccl')} Gloo",
+        "",
+        "Libraries: " + (", ".join(f"{k} {v}" for k, v in info["libraries"].items()) or "none"),
+        f"GPU operations: {info['gpu_operations']}",
+        f"Fusion threshold: {info['fusion_threshold']} bytes",
+    ]
+    if info["mpiexec"]:
+        lines.append(f"mpiexec: {info['mpiexec']}")
+    return "\n".join(lines)

@@ -1,0 +1,244 @@
+"""The launcher's key-value store that Gloo ranks rendezvous through.
+
+Why not a pickle service: Horovod's CVE-2024-10190 was an unauthenticated
+pickle endpoint. Here every connection proves knowledge of a shared secret
+(HMAC-SHA256 challenge-response in both directions), every message after
+that carries an HMAC under a per-connection session key and a sequence
+number, and messages are length-prefixed JSON (values base64). Waiting for a
+key times out with a message naming the key, so a missing rank never hangs
+the others.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import socket
+import socketserver
+import struct
+import threading
+import time
+from typing import Any
+
+MAGIC = b"HVDS1"
+NONCE_BYTES = 32
+MAC_BYTES = 32
+MAX_FRAME = 64 << 20
+
+
+class RendezvousError(RuntimeError):
+    """Rendezvous failed: bad secret, timeout, or a broken connection."""
+
+
+def _mac(key: bytes, *parts: bytes) -> bytes:
+    return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise ConnectionError("connection closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+class _Channel:
+    """Authenticated framing over one socket (both ends use it)."""
+
+    def __init__(self, sock: socket.socket, session: bytes, sending: bytes, receiving: bytes) -> None:
+        self.sock = sock
+        self.session = session
+        self.sending = sending
+        self.receiving = receiving
+        self.sent = 0
+        self.received = 0
+
+    def send(self, message: dict[str, Any]) -> None:
+        body = json.dumps(message, separators=(",", ":")).encode()
+        seq = struct.pack(">Q", self.sent)
+        self.sent += 1
+        mac = _mac(self.session, self.sending, seq, body)
+        self.sock.sendall(struct.pack(">I", len(body)) + body + mac)
+
+    def recv(self) -> dict[str, Any]:
+        (length,) = struct.unpack(">I", _recv_exact(self.sock, 4))
+        if length > MAX_FRAME:
+            raise RendezvousError(f"rendezvous message of {length} bytes exceeds the {MAX_FRAME}-byte limit")
+        body = _recv_exact(self.sock, length)
+        mac = _recv_exact(self.sock, MAC_BYTES)
+        seq = struct.pack(">Q", self.received)
+        self.received += 1
+        if not hmac.compare_digest(mac, _mac(self.session, self.receiving, seq, body)):
+            raise RendezvousError("rendezvous message failed authentication (tampered or out of order)")
+        message = json.loads(body)
+        if not isinstance(message, dict):
+            raise RendezvousError("rendezvous message is not a JSON object")
+        return message
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: StoreServer
+
+    def handle(self) -> None:
+        sock: socket.socket = self.request
+        sock.settimeout(self.server.handshake_timeout)
+        nonce_s = os.urandom(NONCE_BYTES)
+        try:
+            sock.sendall(MAGIC + nonce_s)
+            nonce_c = _recv_exact(sock, NONCE_BYTES)
+            proof = _recv_exact(sock, MAC_BYTES)
+            if not hmac.compare_digest(proof, _mac(self.server.secret, b"client", nonce_s, nonce_c)):
+                sock.sendall(b"\x00" * MAC_BYTES)  # not a valid server proof: the client reports it
+                self.server.rejected += 1
+                return
+            sock.sendall(_mac(self.server.secret, b"server", nonce_c, nonce_s))
+            session = _mac(self.server.secret, b"session", nonce_s, nonce_c)
+            channel = _Channel(sock, session, sending=b"s", receiving=b"c")
+            sock.settimeout(None)
+            while True:
+                try:
+                    request = channel.recv()
+                except ConnectionError:
+                    return
+                channel.send(self.server.serve(request))
+        except (OSError, ConnectionError, RendezvousError, ValueError):
+            return
+
+
+class StoreServer(socketserver.ThreadingTCPServer):
+    """Key-value store for one launch; run it with start() / stop()."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, secret: bytes, host: str = "127.0.0.1", port: int = 0,
+                 handshake_timeout: float = 10.0) -> None:
+        super().__init__((host, port), _Handler)
+        self.secret = secret
+        self.handshake_timeout = handshake_timeout
+        self.rejected = 0
+        self._data: dict[str, bytes] = {}
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.server_address[:2]
+        return str(host), int(port)
+
+    def start(self) -> StoreServer:
+        self._thread = threading.Thread(target=self.serve_forever, name="hvd-rendezvous", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+    def serve(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        key = request.get("key")
+        if not isinstance(key, str):
+            return {"ok": False, "error": "request without a key"}
+        if op == "set":
+            value = base64.b64decode(str(request.get("value", "")))
+            with self._cond:
+                self._data[key] = value
+                self._cond.notify_all()
+            return {"ok": True}
+        if op == "get":
+            timeout = float(request.get("timeout", 30.0))
+            deadline = time.monotonic() + timeout
+            with self._cond:
+                while key not in self._data:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return {"ok": False, "error": f"timed out after {timeout:g}s waiting for key {key!r} "
+                                "(a rank did not start or died before rendezvous)"}
+                    self._cond.wait(left)
+                return {"ok": True, "value": base64.b64encode(self._data[key]).decode()}
+        return {"ok": False, "error": f"unknown request {op!r}"}
+
+
+class StoreClient:
+    """One rank's authenticated connection to the launcher's StoreServer."""
+
+    def __init__(self, host: str, port: int, secret: bytes, timeout: float, prefix: str = "") -> None:
+        self.timeout = timeout
+        self.prefix = prefix
+        where = f"{host}:{port}"
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise RendezvousError(f"cannot reach the rendezvous at {where}: {exc.strerror or exc}") from None
+        try:
+            sock.settimeout(timeout)
+            hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES)
+            if not hello.startswith(MAGIC):
+                raise RendezvousError(f"{where} is not an hvd-selector rendezvous")
+            nonce_s = hello[len(MAGIC):]
+            nonce_c = os.urandom(NONCE_BYTES)
+            sock.sendall(nonce_c + _mac(secret, b"client", nonce_s, nonce_c))
+            proof = _recv_exact(sock, MAC_BYTES)
+            if not hmac.compare_digest(proof, _mac(secret, b"server", nonce_c, nonce_s)):
+                raise RendezvousError(
+                    f"rendezvous at {where} rejected this rank: shared secret mismatch "
+                    "(HVD_SELECTOR_SECRET must be the one the launcher generated)")
+        except (OSError, ConnectionError) as exc:
+            sock.close()
+            raise RendezvousError(f"rendezvous handshake with {where} failed: {exc}") from None
+        except RendezvousError:
+            sock.close()
+            raise
+        session = _mac(secret, b"session", nonce_s, nonce_c)
+        self._channel = _Channel(sock, session, sending=b"c", receiving=b"s")
+        self._lock = threading.Lock()
+        self.where = where
+
+    def _call(self, request: dict[str, Any], wait: float) -> dict[str, Any]:
+        with self._lock:
+            self._channel.sock.settimeout(wait + 10.0)
+            try:
+                self._channel.send(request)
+                reply = self._channel.recv()
+            except (OSError, ConnectionError) as exc:
+                raise RendezvousError(f"lost the rendezvous at {self.where}: {exc}") from None
+        if not reply.get("ok"):
+            raise RendezvousError(f"rendezvous: {reply.get('error', 'request failed')}")
+        return reply
+
+    def set(self, key: str, value: bytes) -> None:
+        self._call({"op": "set", "key": self.prefix + key, "value": base64.b64encode(value).decode()},
+                   self.timeout)
+
+    def get(self, key: str, timeout_ms: int | None = None) -> bytes:
+        wait = self.timeout if timeout_ms is None else timeout_ms / 1000.0
+        reply = self._call({"op": "get", "key": self.prefix + key, "timeout": wait}, wait)
+        return base64.b64decode(str(reply["value"]))
+
+    def close(self) -> None:
+        self._channel.sock.close()
+
+
+class LocalStore:
+    """In-process store for a single rank started without the launcher."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, bytes] = {}
+
+    def set(self, key: str, value: bytes) -> None:
+        self._data[key] = bytes(value)
+
+    def get(self, key: str, timeout_ms: int | None = None) -> bytes:
+        if key not in self._data:
+            raise RendezvousError(f"rendezvous: key {key!r} missing in a single-process run")
+        return self._data[key]
+
+    def close(self) -> None:
+        pass

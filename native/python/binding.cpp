@@ -1,0 +1,252 @@
+// nanobind binding of the C surface (module hvd_selector._core). Accepts any
+// DLPack-capable array (numpy, torch, ...), checks layout and dtype, and
+// releases the GIL for every collective. The Python package allocates
+// outputs with the input's own framework so results keep its type.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "hvd/hvd.h"
+
+namespace nb = nanobind;
+using Array = nb::ndarray<nb::ro>;
+using MutArray = nb::ndarray<>;
+
+namespace {
+
+struct InternalError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct MismatchError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct TimeoutError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct PeerError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct UnavailableError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct NotInitializedError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void raise_status(hvd_status st) {
+  if (st == HVD_OK) return;
+  std::string msg = hvd_last_error();
+  switch (st) {
+    case HVD_ERR_INVALID:
+      throw nb::value_error(msg.c_str());
+    case HVD_ERR_MISMATCH:
+      throw MismatchError(msg);
+    case HVD_ERR_TIMEOUT:
+      throw TimeoutError(msg);
+    case HVD_ERR_PEER:
+      throw PeerError(msg);
+    case HVD_ERR_UNAVAILABLE:
+      throw UnavailableError(msg);
+    case HVD_ERR_NOT_INITIALIZED:
+      throw NotInitializedError(msg);
+    default:
+      throw InternalError(msg);
+  }
+}
+
+template <typename Fn>
+void call(Fn &&fn) {
+  hvd_status st;
+  {
+    nb::gil_scoped_release release;
+    st = fn();
+  }
+  raise_status(st);
+}
+
+hvd_dtype to_dtype(nb::dlpack::dtype dt, const char *what) {
+  using code = nb::dlpack::dtype_code;
+  if (dt.lanes == 1) {
+    if (dt.code == static_cast<uint8_t>(code::Float)) {
+      if (dt.bits == 16) return HVD_FLOAT16;
+      if (dt.bits == 32) return HVD_FLOAT32;
+      if (dt.bits == 64) return HVD_FLOAT64;
+    } else if (dt.code == static_cast<uint8_t>(code::Bfloat) && dt.bits == 16) {
+      return HVD_BFLOAT16;
+    } else if (dt.code == static_cast<uint8_t>(code::Int)) {
+      if (dt.bits == 32) return HVD_INT32;
+      if (dt.bits == 64) return HVD_INT64;
+    }
+  }
+  static const char *names[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  std::string name = dt.code < 7 ? names[dt.code] : "code" + std::to_string(dt.code);
+  throw nb::type_error((std::string(what) + ": unsupported dtype " + name + std::to_string(dt.bits) +
+                        "; supported: float16, bfloat16, float32, float64, int32, int64")
+                           .c_str());
+}
+
+template <typename A>
+hvd_tensor to_tensor(const A &a, const char *what) {
+  hvd_tensor t{};
+  t.dtype = to_dtype(a.dtype(), what);
+  if (a.ndim() > HVD_MAX_DIMS)
+    throw nb::value_error((std::string(what) + ": at most 8 dimensions are supported").c_str());
+  t.ndim = static_cast<int>(a.ndim());
+  int64_t expected = 1;
+  bool contiguous = true;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    t.shape[i] = static_cast<int64_t>(a.shape(i));
+    if (t.shape[i] != 1 && a.stride(i) != expected) contiguous = false;
+    expected *= t.shape[i];
+  }
+  if (!contiguous && expected != 0)
+    throw nb::value_error((std::string(what) +
+                           ": tensor is not C-contiguous; pass np.ascontiguousarray(x) or x.contiguous()")
+                              .c_str());
+  t.data = const_cast<void *>(static_cast<const void *>(a.data()));
+  int dev = a.device_type();
+  if (dev == nb::device::cpu::value) {
+    t.device = HVD_DEVICE_CPU;
+  } else if (dev == nb::device::cuda::value) {
+    t.device = HVD_DEVICE_CUDA;
+  } else {
+    throw nb::value_error((std::string(what) + ": tensors on DLPack device type " + std::to_string(dev) +
+                           " are not supported (CPU and CUDA only)")
+                              .c_str());
+  }
+  t.device_id = a.device_id();
+  return t;
+}
+
+// The launcher's store client, called back (with the GIL) from Gloo's rendezvous.
+struct PyStore {
+  nb::callable set_fn, get_fn;
+};
+
+void copy_error(char *error, const std::string &msg) {
+  std::strncpy(error, msg.c_str(), 255);
+  error[255] = '\0';
+}
+
+int store_set(void *ctx, const char *key, const void *value, size_t len, char *error) {
+  nb::gil_scoped_acquire gil;
+  try {
+    auto *s = static_cast<PyStore *>(ctx);
+    s->set_fn(std::string(key), nb::bytes(static_cast<const char *>(value), len));
+    return 0;
+  } catch (const std::exception &exc) {
+    copy_error(error, exc.what());
+    return 1;
+  }
+}
+
+int store_get(void *ctx, const char *key, void **value, size_t *len, int64_t timeout_ms, char *error) {
+  nb::gil_scoped_acquire gil;
+  try {
+    auto *s = static_cast<PyStore *>(ctx);
+    nb::bytes data = nb::cast<nb::bytes>(s->get_fn(std::string(key), timeout_ms));
+    *len = data.size();
+    *value = std::malloc(*len ? *len : 1);
+    std::memcpy(*value, data.c_str(), *len);
+    return 0;
+  } catch (const std::exception &exc) {
+    copy_error(error, exc.what());
+    return 1;
+  }
+}
+
+std::vector<hvd_tensor> tensors(const std::vector<Array> &arrays, const char *what) {
+  std::vector<hvd_tensor> out;
+  out.reserve(arrays.size());
+  for (const auto &a : arrays) out.push_back(to_tensor(a, what));
+  return out;
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "hvd-selector native core (see docs/reference/native.md)";
+  auto base = nb::exception<InternalError>(m, "HorovodInternalError", PyExc_RuntimeError);
+  nb::exception<MismatchError>(m, "MismatchError", base);
+  nb::exception<TimeoutError>(m, "CollectiveTimeoutError", base);
+  nb::exception<PeerError>(m, "PeerFailureError", base);
+  nb::exception<UnavailableError>(m, "UnavailableError", PyExc_RuntimeError);
+  nb::exception<NotInitializedError>(m, "NotInitializedError", PyExc_ValueError);
+
+  m.def("init_gloo", [](int rank, int size, int local_rank, int local_size, nb::callable set_fn,
+                        nb::callable get_fn, const std::string &hostname, double timeout_s) {
+    PyStore store{std::move(set_fn), std::move(get_fn)};
+    hvd_store s{&store, store_set, store_get};
+    call([&] { return hvd_init_gloo(rank, size, local_rank, local_size, &s, hostname.c_str(), timeout_s); });
+  });
+  m.def("init_mpi", [](double timeout_s) { call([&] { return hvd_init_mpi(timeout_s); }); });
+  m.def("finalize", [] { call([] { return hvd_finalize(); }); });
+  m.def("initialized", [] { return hvd_initialized() != 0; });
+  m.def("rank", &hvd_rank);
+  m.def("size", &hvd_size);
+  m.def("local_rank", &hvd_local_rank);
+  m.def("local_size", &hvd_local_size);
+
+  m.def("allreduce", [](const Array &in, const MutArray &out, int op, double pre, double post) {
+    hvd_tensor ti = to_tensor(in, "allreduce"), to = to_tensor(out, "allreduce");
+    call([&] { return hvd_allreduce(&ti, &to, static_cast<hvd_op>(op), pre, post); });
+  });
+  m.def("grouped_allreduce", [](const std::vector<Array> &ins, const std::vector<Array> &outs, int op,
+                                double pre, double post) {
+    if (ins.size() != outs.size()) throw nb::value_error("grouped_allreduce: inputs and outputs differ in count");
+    auto ti = tensors(ins, "grouped_allreduce"), to = tensors(outs, "grouped_allreduce");
+    call([&] { return hvd_grouped_allreduce(ti.data(), to.data(), ti.size(), static_cast<hvd_op>(op), pre, post); });
+  });
+  m.def("allgather_prepare", [](const Array &in) {
+    hvd_tensor t = to_tensor(in, "allgather");
+    std::vector<int64_t> dims(static_cast<size_t>(std::max(hvd_size(), 1)));
+    call([&] { return hvd_allgather_prepare(&t, dims.data()); });
+    return dims;
+  });
+  m.def("allgather", [](const Array &in, const MutArray &out, const std::vector<int64_t> &dims) {
+    hvd_tensor ti = to_tensor(in, "allgather"), to = to_tensor(out, "allgather");
+    call([&] { return hvd_allgather(&ti, &to, dims.data()); });
+  });
+  m.def("broadcast", [](const MutArray &inout, int root) {
+    hvd_tensor t = to_tensor(inout, "broadcast");
+    call([&] { return hvd_broadcast(&t, root); });
+  });
+  m.def("alltoall_prepare", [](const Array &in, const std::vector<int64_t> &splits) {
+    hvd_tensor t = to_tensor(in, "alltoall");
+    if (static_cast<int>(splits.size()) != hvd_size())
+      throw nb::value_error(("alltoall: splits has " + std::to_string(splits.size()) +
+                             " entries but there are " + std::to_string(hvd_size()) + " ranks")
+                                .c_str());
+    std::vector<int64_t> recv(splits.size());
+    call([&] { return hvd_alltoall_prepare(&t, splits.data(), recv.data()); });
+    return recv;
+  });
+  m.def("alltoall", [](const Array &in, const std::vector<int64_t> &splits, const MutArray &out,
+                       const std::vector<int64_t> &recv) {
+    hvd_tensor ti = to_tensor(in, "alltoall"), to = to_tensor(out, "alltoall");
+    call([&] { return hvd_alltoall(&ti, splits.data(), &to, recv.data()); });
+  });
+  m.def("barrier", [] { call([] { return hvd_barrier(); }); });
+  m.def("fusion_threshold", &hvd_fusion_threshold);
+  m.def("set_fusion_threshold", &hvd_set_fusion_threshold);
+  m.def("build_string", [] { return std::string(hvd_build_string()); });
+  m.def("library_versions", [] { return std::string(hvd_library_versions()); });
+  m.def("gpu_unavailable_reason", [] { return std::string(hvd_gpu_unavailable_reason()); });
+  m.def("gpu_compute_capability", [](int device) {
+    int cc = 0;
+    call([&] { return hvd_gpu_compute_capability(device, &cc); });
+    return cc;
+  });
+  m.def("benchmark_sum_kernel", [](int dtype, size_t count, int iterations) {
+    nb::gil_scoped_release release;
+    return hvd_benchmark_sum_kernel(static_cast<hvd_dtype>(dtype), count, iterations);
+  });
+}

@@ -1,0 +1,47 @@
+// The transport a build carries collective data over (Gloo or MPI). The ops
+// layer (ops.cpp) validates tensors, checks ranks agree, applies scaling and
+// fusion, then calls these byte-level primitives.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hvd/hvd.h"
+
+namespace hvd {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+  virtual std::string name() const = 0;
+  virtual std::string version() const = 0;
+
+  // Every rank contributes `bytes`; out holds size() * bytes in rank order.
+  virtual void allgather(const void *in, void *out, size_t bytes) = 0;
+  // In-place reduction of `count` elements with the core's kernels' semantics.
+  virtual void allreduce(void *buf, size_t count, hvd_dtype dtype, hvd_op op) = 0;
+  // Rank r contributes bytes[r]; out is the concatenation.
+  virtual void allgatherv(const void *in, void *out, const std::vector<size_t> &bytes) = 0;
+  virtual void broadcast(void *buf, size_t bytes, int root) = 0;
+  // send_bytes[r] go to rank r (contiguous, in rank order); recv likewise.
+  virtual void alltoallv(const void *in, const std::vector<size_t> &send_bytes, void *out,
+                         const std::vector<size_t> &recv_bytes) = 0;
+  virtual void barrier() = 0;
+};
+
+std::unique_ptr<Backend> make_gloo_backend(int rank, int size, int local_rank, int local_size,
+                                           const hvd_store &store, const std::string &hostname,
+                                           double timeout_s);
+std::unique_ptr<Backend> make_mpi_backend(double timeout_s);
+
+// Versions of the libraries compiled in, for hvd_library_versions().
+std::string gloo_version();
+std::string mpi_version();
+
+}  // namespace hvd

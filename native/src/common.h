@@ -1,0 +1,33 @@
+// Internal helpers shared by the core's translation units: the error type
+// that carries an hvd_status across C++ code, and dtype/op facts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "hvd/hvd.h"
+
+namespace hvd {
+
+// Thrown anywhere in the core; the C surface turns it into status + message.
+class Error : public std::runtime_error {
+ public:
+  Error(hvd_status status, const std::string &message)
+      : std::runtime_error(message), status_(status) {}
+  hvd_status status() const { return status_; }
+
+ private:
+  hvd_status status_;
+};
+
+size_t dtype_size(hvd_dtype dtype);
+const char *dtype_name(hvd_dtype dtype);
+const char *op_name(hvd_op op);
+bool valid_dtype(int dtype);
+bool valid_op(int op);
+int64_t num_elements(const hvd_tensor &t);
+std::string shape_string(const hvd_tensor &t);
+
+}  // namespace hvd

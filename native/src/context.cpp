@@ -1,0 +1,207 @@
+// Initialisation, finalisation, identity and build facts of the core, plus
+// the cross-rank agreement check shared by all ops.
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "gpu.h"
+#include "kernels_cpu.h"
+#include "state.h"
+
+#ifndef HVD_BUILD_STRING
+#define HVD_BUILD_STRING "unknown"
+#endif
+
+namespace hvd {
+namespace {
+
+std::unique_ptr<Backend> g_backend;
+thread_local std::string g_last_error;
+
+const char *kind_name(uint32_t kind) {
+  switch (static_cast<Kind>(kind)) {
+    case Kind::Allreduce:
+      return "allreduce";
+    case Kind::Grouped:
+      return "grouped_allreduce";
+    case Kind::Allgather:
+      return "allgather";
+    case Kind::Broadcast:
+      return "broadcast";
+    case Kind::Alltoall:
+      return "alltoall";
+    case Kind::Barrier:
+      return "barrier";
+  }
+  return "unknown";
+}
+
+std::string explain(const Descriptor &d, bool vary_first_dim) {
+  std::string s = kind_name(d.kind);
+  if (static_cast<Kind>(d.kind) == Kind::Barrier) return s;
+  if (static_cast<Kind>(d.kind) == Kind::Grouped) {
+    s += " of " + std::to_string(d.shape[0]) + " tensors (" + std::to_string(d.shape[1]) + " elements, " +
+         dtype_name(static_cast<hvd_dtype>(d.dtype)) + ")";
+  } else {
+    hvd_tensor t{};
+    t.dtype = static_cast<hvd_dtype>(d.dtype);
+    t.ndim = d.ndim;
+    std::memcpy(t.shape, d.shape, sizeof(t.shape));
+    std::string shape = shape_string(t);
+    if (vary_first_dim && d.ndim > 0) {
+      auto open = shape.find('[');
+      auto comma = shape.find_first_of(",]", open);
+      shape = shape.substr(0, open + 1) + "*" + shape.substr(comma);
+    }
+    s += " " + shape;
+  }
+  if (d.op >= 0) s += std::string(" op=") + op_name(static_cast<hvd_op>(d.op));
+  if (d.root >= 0) s += " root=" + std::to_string(d.root);
+  if (d.device == HVD_DEVICE_CUDA) s += " on GPU";
+  return s;
+}
+
+bool same(const Descriptor &a, const Descriptor &b, bool vary_first_dim) {
+  if (a.magic != b.magic || a.kind != b.kind || a.dtype != b.dtype || a.op != b.op || a.root != b.root ||
+      a.ndim != b.ndim || a.device != b.device || a.extra != b.extra)
+    return false;
+  for (int i = vary_first_dim ? 1 : 0; i < HVD_MAX_DIMS; ++i)
+    if (a.shape[i] != b.shape[i]) return false;
+  return true;
+}
+
+}  // namespace
+
+Backend &backend() {
+  if (!g_backend)
+    throw Error(HVD_ERR_NOT_INITIALIZED, "hvd_selector is not initialised: call hvd_selector.init() first");
+  return *g_backend;
+}
+
+void set_last_error(const std::string &message) { g_last_error = message; }
+
+Descriptor describe(Kind kind, const hvd_tensor *t, int op, int root) {
+  Descriptor d;
+  d.kind = static_cast<uint32_t>(kind);
+  d.op = op;
+  d.root = root;
+  if (t) {
+    d.dtype = t->dtype;
+    d.ndim = t->ndim;
+    d.device = t->device;
+    for (int i = 0; i < t->ndim; ++i) d.shape[i] = t->shape[i];
+  }
+  return d;
+}
+
+std::vector<Descriptor> agree(const Descriptor &mine, bool vary_first_dim) {
+  Backend &b = backend();
+  std::vector<Descriptor> all(b.size());
+  b.allgather(&mine, all.data(), sizeof(Descriptor));
+  for (int r = 1; r < b.size(); ++r) {
+    if (!same(all[0], all[r], vary_first_dim)) {
+      throw Error(HVD_ERR_MISMATCH, std::string(kind_name(mine.kind)) + ": ranks disagree: rank 0 called " +
+                                        explain(all[0], vary_first_dim) + " but rank " + std::to_string(r) +
+                                        " called " + explain(all[r], vary_first_dim) +
+                                        "; every rank must call the same collectives in the same order "
+                                        "with the same dtype and shape");
+    }
+  }
+  return all;
+}
+
+void check_tensor(const hvd_tensor *t, const char *what) {
+  if (!t) throw Error(HVD_ERR_INVALID, std::string(what) + ": tensor is NULL");
+  if (!valid_dtype(t->dtype))
+    throw Error(HVD_ERR_INVALID, std::string(what) + ": unsupported dtype code " + std::to_string(t->dtype) +
+                                     "; supported: float16, bfloat16, float32, float64, int32, int64");
+  if (t->ndim < 0 || t->ndim > HVD_MAX_DIMS)
+    throw Error(HVD_ERR_INVALID, std::string(what) + ": at most " + std::to_string(HVD_MAX_DIMS) +
+                                     " dimensions are supported, got " + std::to_string(t->ndim));
+  for (int i = 0; i < t->ndim; ++i)
+    if (t->shape[i] < 0) throw Error(HVD_ERR_INVALID, std::string(what) + ": negative dimension");
+  if (t->device != HVD_DEVICE_CPU && t->device != HVD_DEVICE_CUDA)
+    throw Error(HVD_ERR_INVALID, std::string(what) + ": unsupported device");
+}
+
+}  // namespace hvd
+
+using namespace hvd;
+
+extern "C" {
+
+const char *hvd_last_error(void) { return g_last_error.c_str(); }
+
+hvd_status hvd_init_gloo(int rank, int size, int local_rank, int local_size, const hvd_store *store,
+                         const char *hostname, double timeout_s) {
+  return wrap([&] {
+#ifdef HVD_HAVE_GLOO
+    if (g_backend) throw Error(HVD_ERR_INVALID, "already initialised; call shutdown() first");
+    if (!store || size < 1 || rank < 0 || rank >= size)
+      throw Error(HVD_ERR_INVALID, "init: rank " + std::to_string(rank) + " / size " + std::to_string(size) +
+                                       " is not a valid pair");
+    g_backend = make_gloo_backend(rank, size, local_rank, local_size, *store,
+                                  hostname ? hostname : "127.0.0.1", timeout_s);
+#else
+    (void)rank, (void)size, (void)local_rank, (void)local_size, (void)store, (void)hostname, (void)timeout_s;
+    throw Error(HVD_ERR_UNAVAILABLE, "this build has no gloo controller (" HVD_BUILD_STRING
+                                     "); start the ranks with mpiexec");
+#endif
+  });
+}
+
+hvd_status hvd_init_mpi(double timeout_s) {
+  return wrap([&] {
+#ifdef HVD_HAVE_MPI
+    if (g_backend) throw Error(HVD_ERR_INVALID, "already initialised; call shutdown() first");
+    g_backend = make_mpi_backend(timeout_s);
+#else
+    (void)timeout_s;
+    throw Error(HVD_ERR_UNAVAILABLE, "this build has no mpi controller (" HVD_BUILD_STRING
+                                     "); start the ranks with hvd-selector run");
+#endif
+  });
+}
+
+hvd_status hvd_finalize(void) {
+  return wrap([&] {
+    gpu::shutdown();
+    g_backend.reset();
+  });
+}
+
+int hvd_initialized(void) { return g_backend ? 1 : 0; }
+int hvd_rank(void) { return g_backend ? g_backend->rank() : -1; }
+int hvd_size(void) { return g_backend ? g_backend->size() : -1; }
+int hvd_local_rank(void) { return g_backend ? g_backend->local_rank() : -1; }
+int hvd_local_size(void) { return g_backend ? g_backend->local_size() : -1; }
+
+hvd_status hvd_barrier(void) {
+  return wrap([&] {
+    agree(describe(Kind::Barrier, nullptr, -1, -1), false);
+    backend().barrier();
+  });
+}
+
+const char *hvd_build_string(void) {
+  static const std::string s = std::string(HVD_BUILD_STRING) + " kernels=" + kernels::kernel_isa();
+  return s.c_str();
+}
+
+const char *hvd_library_versions(void) {
+  static std::string s;
+  static std::once_flag once;
+  std::call_once(once, [] {
+#ifdef HVD_HAVE_GLOO
+    s += "gloo=" + gloo_version();
+#endif
+#ifdef HVD_HAVE_MPI
+    if (!s.empty()) s += ";";
+    s += "mpi=" + mpi_version();
+#endif
+  });
+  return s.c_str();
+}
+
+}  // extern "C"

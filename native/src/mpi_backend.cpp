@@ -1,0 +1,195 @@
+// MPI transport: whatever MPI `mpicc` found at build time (MPICH or Open MPI).
+// Native MPI reductions for float32/64 and int32/64; float16/bfloat16 use
+// user-defined MPI_Ops backed by the core's target-compiled kernels.
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "common.h"
+#include "kernels_cpu.h"
+
+namespace hvd {
+namespace {
+
+void check(int rc, const char *what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw Error(HVD_ERR_PEER, std::string(what) + ": MPI error: " + text);
+}
+
+template <hvd_dtype D, hvd_op O>
+void user_reduce(void *in, void *inout, int *len, MPI_Datatype *) {
+  kernels::reduce(D, O, inout, in, inout, static_cast<size_t>(*len));
+}
+
+template <hvd_dtype D>
+void make_ops(MPI_Op *ops) {
+  MPI_Op_create(&user_reduce<D, HVD_SUM>, 1, &ops[HVD_SUM]);
+  ops[HVD_AVERAGE] = ops[HVD_SUM];
+  MPI_Op_create(&user_reduce<D, HVD_MIN>, 1, &ops[HVD_MIN]);
+  MPI_Op_create(&user_reduce<D, HVD_MAX>, 1, &ops[HVD_MAX]);
+  MPI_Op_create(&user_reduce<D, HVD_PRODUCT>, 1, &ops[HVD_PRODUCT]);
+}
+
+MPI_Datatype mpi_type(hvd_dtype dtype) {
+  switch (dtype) {
+    case HVD_FLOAT16:
+    case HVD_BFLOAT16:
+      return MPI_UINT16_T;
+    case HVD_FLOAT32:
+      return MPI_FLOAT;
+    case HVD_FLOAT64:
+      return MPI_DOUBLE;
+    case HVD_INT32:
+      return MPI_INT32_T;
+    case HVD_INT64:
+      return MPI_INT64_T;
+  }
+  throw Error(HVD_ERR_INVALID, "unsupported dtype");
+}
+
+MPI_Op builtin_op(hvd_op op) {
+  switch (op) {
+    case HVD_SUM:
+    case HVD_AVERAGE:
+      return MPI_SUM;
+    case HVD_MIN:
+      return MPI_MIN;
+    case HVD_MAX:
+      return MPI_MAX;
+    case HVD_PRODUCT:
+      return MPI_PROD;
+  }
+  throw Error(HVD_ERR_INVALID, "unsupported op");
+}
+
+int to_int(size_t n, const char *what) {
+  if (n > static_cast<size_t>(INT_MAX))
+    throw Error(HVD_ERR_INVALID, std::string(what) + ": more than 2 GiB per rank is not supported by the MPI backend");
+  return static_cast<int>(n);
+}
+
+std::vector<int> displacements(const std::vector<int> &counts) {
+  std::vector<int> d(counts.size(), 0);
+  long long total = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (total > INT_MAX) throw Error(HVD_ERR_INVALID, "MPI backend: total exceeds 2 GiB");
+    d[i] = static_cast<int>(total);
+    total += counts[i];
+  }
+  return d;
+}
+
+class MpiBackend : public Backend {
+ public:
+  explicit MpiBackend(double /*timeout_s: MPI has no per-call timeout*/) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init");
+      owns_mpi_ = true;
+    }
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local_), "split");
+    MPI_Comm_rank(local_, &local_rank_);
+    MPI_Comm_size(local_, &local_size_);
+    make_ops<HVD_FLOAT16>(f16_ops_);
+    make_ops<HVD_BFLOAT16>(bf16_ops_);
+  }
+
+  ~MpiBackend() override {
+    for (hvd_op op : {HVD_SUM, HVD_MIN, HVD_MAX, HVD_PRODUCT}) {
+      MPI_Op_free(&f16_ops_[op]);
+      MPI_Op_free(&bf16_ops_[op]);
+    }
+    MPI_Comm_free(&local_);
+    MPI_Comm_free(&comm_);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns_mpi_ && !finalized) MPI_Finalize();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+  std::string name() const override { return "mpi"; }
+  std::string version() const override { return mpi_version(); }
+
+  void allgather(const void *in, void *out, size_t bytes) override {
+    int n = to_int(bytes, "allgather");
+    check(MPI_Allgather(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_), "allgather");
+  }
+
+  void allreduce(void *buf, size_t count, hvd_dtype dtype, hvd_op op) override {
+    MPI_Op mop = dtype == HVD_FLOAT16    ? f16_ops_[op]
+                 : dtype == HVD_BFLOAT16 ? bf16_ops_[op]
+                                         : builtin_op(op);
+    char *p = static_cast<char *>(buf);
+    const size_t chunk = static_cast<size_t>(1) << 30;
+    for (size_t done = 0; done < count; done += chunk) {
+      size_t n = std::min(chunk, count - done);
+      check(MPI_Allreduce(MPI_IN_PLACE, p + done * dtype_size(dtype), static_cast<int>(n), mpi_type(dtype),
+                          mop, comm_),
+            "allreduce");
+    }
+  }
+
+  void allgatherv(const void *in, void *out, const std::vector<size_t> &bytes) override {
+    std::vector<int> counts;
+    for (size_t b : bytes) counts.push_back(to_int(b, "allgather"));
+    auto displs = displacements(counts);
+    check(MPI_Allgatherv(in, counts[rank_], MPI_BYTE, out, counts.data(), displs.data(), MPI_BYTE, comm_),
+          "allgather");
+  }
+
+  void broadcast(void *buf, size_t bytes, int root) override {
+    check(MPI_Bcast(buf, to_int(bytes, "broadcast"), MPI_BYTE, root, comm_), "broadcast");
+  }
+
+  void alltoallv(const void *in, const std::vector<size_t> &send_bytes, void *out,
+                 const std::vector<size_t> &recv_bytes) override {
+    std::vector<int> sc, rc;
+    for (size_t b : send_bytes) sc.push_back(to_int(b, "alltoall"));
+    for (size_t b : recv_bytes) rc.push_back(to_int(b, "alltoall"));
+    auto sd = displacements(sc), rd = displacements(rc);
+    check(MPI_Alltoallv(in, sc.data(), sd.data(), MPI_BYTE, out, rc.data(), rd.data(), MPI_BYTE, comm_),
+          "alltoall");
+  }
+
+  void barrier() override { check(MPI_Barrier(comm_), "barrier"); }
+
+ private:
+  bool owns_mpi_ = false;
+  MPI_Comm comm_ = MPI_COMM_NULL, local_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  MPI_Op f16_ops_[5] = {}, bf16_ops_[5] = {};
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_mpi_backend(double timeout_s) { return std::make_unique<MpiBackend>(timeout_s); }
+
+std::string mpi_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string s(text, len);
+  auto nl = s.find_first_of("\r\n,");
+  if (nl != std::string::npos) s = s.substr(0, nl);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+}  // namespace hvd

@@ -1,0 +1,63 @@
+// Process-wide state of the core (one communicator per process, as in
+// Horovod) and the helpers every op uses: status wrapping and the
+// cross-rank agreement check.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend.h"
+#include "common.h"
+
+namespace hvd {
+
+// The initialised backend; throws HVD_ERR_NOT_INITIALIZED otherwise.
+Backend &backend();
+
+void set_last_error(const std::string &message);
+
+// Run fn, turning exceptions into a status + hvd_last_error().
+template <typename Fn>
+hvd_status wrap(Fn &&fn) {
+  try {
+    fn();
+    return HVD_OK;
+  } catch (const Error &exc) {
+    set_last_error(exc.what());
+    return exc.status();
+  } catch (const std::bad_alloc &) {
+    set_last_error("out of memory");
+    return HVD_ERR_INTERNAL;
+  } catch (const std::exception &exc) {
+    set_last_error(exc.what());
+    return HVD_ERR_INTERNAL;
+  }
+}
+
+enum class Kind : uint32_t { Allreduce = 1, Grouped, Allgather, Broadcast, Alltoall, Barrier };
+
+// What a rank is about to do; exchanged before every collective so ranks
+// that disagree fail together with one clear message instead of hanging.
+struct Descriptor {
+  uint32_t magic = 0x48564431u;
+  uint32_t kind = 0;
+  int32_t dtype = -1;
+  int32_t op = -1;
+  int32_t root = -1;
+  int32_t ndim = 0;
+  int32_t device = 0;
+  int32_t reserved = 0;
+  int64_t shape[HVD_MAX_DIMS] = {0};
+  uint64_t extra = 0;  // kind-specific (grouped: hash of all shapes)
+};
+
+Descriptor describe(Kind kind, const hvd_tensor *t, int op, int root);
+
+// Allgathers descriptors and throws HVD_ERR_MISMATCH (same text on every
+// rank) when they differ; shape[0] may differ when vary_first_dim.
+std::vector<Descriptor> agree(const Descriptor &mine, bool vary_first_dim);
+
+// Validates a local tensor argument (dtype, dims, device).
+void check_tensor(const hvd_tensor *t, const char *what);
+
+}  // namespace hvd
