@@ -8,9 +8,11 @@ listings (``selector_backend.spack``) plug in the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from .catalog import Catalog
+from .host import HostProfile
 from .resolve import Candidate
 
 
@@ -19,3 +21,21 @@ def catalog_matrix(catalog: Catalog) -> Iterator[Candidate]:
     names = {v: e.name for e in catalog.prebuilt for v in e.variants}
     for order, variant in enumerate(catalog.prebuilt_variants()):
         yield Candidate(variant, "catalog", {"matrix_entry": names[variant]}, order=order)
+
+
+def index_candidates(urls: Iterable[str], catalog: Catalog, host: HostProfile, settings: Any) -> Iterator[Candidate]:
+    """Every wheel of every configured variant index, with its wheel-tag finding.
+
+    Candidates keep index order (first index first) as the final tie-break;
+    wheels that are not variant wheels of this catalog are skipped.
+    """
+    from . import variant_index
+    from .wheel_tags import check_wheel_tags, host_tags
+
+    ranked_tags = {tag: i for i, tag in enumerate(host_tags(host))}
+    for position, url in enumerate(urls):
+        for entry in variant_index.read_index(url, catalog, offline=bool(settings.get("offline"))):
+            finding, tag_rank = check_wheel_tags(entry.wheel, host, ranked_tags)
+            extra = {"filename": entry.filename, "url": entry.url, "sha256": entry.sha256,
+                     "label": entry.label, "index": url}
+            yield Candidate(entry.variant, "index", extra, (finding,), order=position * 10**9 + tag_rank)

@@ -42,11 +42,11 @@ def run(args: argparse.Namespace) -> int:
     catalog = catalog_from_args(args)
     selector = parse_selector(settings.selector, catalog)
     host = host_from_settings(settings)
-    index_url = args.index_url or (settings.get("index-url") or (None,))[0]
-    if index_url:
-        from ..variant_index import index_candidates  # type: ignore[import-not-found,unused-ignore]
+    urls = [args.index_url] if args.index_url else list(settings.get("index-url"))
+    if urls:
+        from ..sources import index_candidates
 
-        candidates = list(index_candidates(index_url, catalog, host, settings))
+        candidates = list(index_candidates(urls, catalog, host, settings))
     else:
         candidates = list(catalog_matrix(catalog))
     resolution = resolve(host, candidates, catalog, selector)

@@ -1,0 +1,251 @@
+"""The PEP 517 build backend: a verified prebuilt variant, or an exact source build.
+
+pip runs each hook in a fresh process, so every hook recomputes the plan
+(detection + resolution are cheap); the chosen prebuilt wheel is downloaded
+and verified into the shared cache by ``get_requires_for_build_wheel``, so
+``build_wheel`` only copies it. Metadata is static and identical for every
+variant. Errors print one line and exit with the documented code instead of
+a traceback inside pip's output.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+from .errors import ExternalError, NothingFitsError, SelectorError
+
+T = TypeVar("T")
+ConfigSettings = Mapping[str, Any] | None
+
+
+class Plan(NamedTuple):
+    """What this install will do, and why (shown with pip -v)."""
+
+    kind: str  # "prebuilt" or "source"
+    variant: Any  # Variant
+    reason: str
+    candidate: Any = None  # resolve.Ranked for a prebuilt plan
+
+
+def _clean_errors(hook: Callable[..., T]) -> Callable[..., T]:
+    """SelectorError -> one line on stderr and its exit code (pip shows both)."""
+
+    @functools.wraps(hook)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return hook(*args, **kwargs)
+        except SelectorError as exc:
+            if os.environ.get("HVD_SELECTOR_DEBUG"):
+                raise
+            print(f"hvd-selector: error: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(exc.exit_code) from None
+
+    return wrapper
+
+
+# ------------------------------------------------------------------ configuration
+@functools.lru_cache(maxsize=1)
+def _pyproject() -> dict[str, Any]:
+    from .tomlfile import load_toml
+
+    path = Path("pyproject.toml")
+    return load_toml(path).data if path.is_file() else {}
+
+
+def _settings(config_settings: ConfigSettings) -> Any:
+    from .settings import load_settings
+
+    tool = _pyproject().get("tool", {}).get("hvd-selector", {})
+    return load_settings(dict(config_settings or {}), pyproject=tool)
+
+
+def make_plan(config_settings: ConfigSettings) -> Plan:
+    """Decide prebuilt vs source for this install; fetch nothing but index pages."""
+    from .build import log
+    from .catalog import load_catalog
+    from .policy import parse_selector
+    from .resolve import ideal_variant, resolve
+    from .settings import host_profile_for
+    from .variant import format_variant
+
+    settings = _settings(config_settings)
+    catalog = load_catalog()
+    forced = settings.get("variant")
+    if forced:
+        variant = catalog.parse_variant(forced, fill_defaults=True)
+        return Plan("source", variant, f"variant {format_variant(variant)} requested by "
+                                       f"{settings.origins.get('variant')}")
+    selector = parse_selector(settings.selector, catalog)
+    host = host_profile_for(settings)
+    policy = settings.get("build-policy")
+    if policy == "always-build":
+        return Plan("source", ideal_variant(host, catalog, selector), "build-policy is always-build")
+    urls = settings.get("index-url")
+    why_not = "no variant index is configured (set index-url)"
+    if urls:
+        from .sources import index_candidates
+
+        try:
+            candidates = list(index_candidates(urls, catalog, host, settings))
+        except ExternalError as exc:
+            if policy == "never-build":
+                raise
+            log(f"warning: the variant index could not be read ({exc}); falling back to a source build")
+            candidates = []
+            why_not = f"the variant index could not be read ({exc})"
+        else:
+            resolution = resolve(host, candidates, catalog, selector)
+            if resolution.selected is not None:
+                chosen = resolution.selected
+                return Plan("prebuilt", chosen.variant, "; ".join(chosen.reasons), chosen)
+            why_not = (f"none of the {len(candidates)} prebuilt variants fits"
+                       + (f" (best: {resolution.candidates[0].reasons[0]})" if resolution.candidates else ""))
+    if policy == "never-build":
+        raise NothingFitsError(f"{why_not}, and build-policy is never-build")
+    return Plan("source", ideal_variant(host, catalog, selector), why_not)
+
+
+def _announce(plan: Plan) -> None:
+    from .build import log
+    from .variant import format_variant
+
+    if plan.kind == "prebuilt":
+        extra = plan.candidate.candidate.extra
+        log(f"selected prebuilt {format_variant(plan.variant)} ({extra.get('filename')}) because: {plan.reason}")
+    else:
+        log(f"source build of {format_variant(plan.variant)} because: {plan.reason}")
+
+
+def _fetch_prebuilt(plan: Plan, config_settings: ConfigSettings) -> Path:
+    from .fetch import cached_download
+
+    settings = _settings(config_settings)
+    extra = plan.candidate.candidate.extra
+    return cached_download(extra["url"], extra["sha256"], extra["filename"], settings.cache_dir,
+                           offline=bool(settings.get("offline")))
+
+
+# ------------------------------------------------------------------ PEP 517 hooks
+@_clean_errors
+def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
+    from .build import build_requires
+    from .settings import host_profile_for
+
+    plan = make_plan(config_settings)
+    _announce(plan)
+    if plan.kind == "prebuilt":
+        try:
+            _fetch_prebuilt(plan, config_settings)  # warm the verified cache now; build_wheel copies it
+        except ExternalError as exc:
+            if "sha256 mismatch" in str(exc) or _settings(config_settings).get("build-policy") == "never-build":
+                raise
+            from .build import log
+
+            log(f"warning: download failed ({exc}); build_wheel will fall back to a source build")
+            return build_requires(plan.variant, host_profile_for(_settings(config_settings)))
+        return []
+    return build_requires(plan.variant, host_profile_for(_settings(config_settings)))
+
+
+@_clean_errors
+def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> list[str]:
+    from .build import build_requires
+    from .settings import host_profile_for
+
+    plan = _source_plan(config_settings)
+    return build_requires(plan.variant, host_profile_for(_settings(config_settings)))
+
+
+@_clean_errors
+def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list[str]:
+    return ["scikit-build-core>=0.10"]
+
+
+@_clean_errors
+def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: ConfigSettings = None) -> str:
+    from .metadata import write_dist_info
+
+    return write_dist_info(Path(metadata_directory), _pyproject())
+
+
+prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
+
+
+@_clean_errors
+def build_wheel(wheel_directory: str, config_settings: ConfigSettings = None,
+                metadata_directory: str | None = None) -> str:
+    from . import build
+    from .catalog import load_catalog
+
+    plan = make_plan(config_settings)
+    _announce(plan)
+    catalog = load_catalog()
+    if plan.kind == "prebuilt":
+        try:
+            return _install_prebuilt(plan, catalog, Path(wheel_directory), config_settings)
+        except ExternalError as exc:
+            if "sha256 mismatch" in str(exc) or "was built as" in str(exc) \
+                    or _settings(config_settings).get("build-policy") == "never-build":
+                raise
+            build.log(f"warning: prebuilt wheel unavailable ({exc}); falling back to a source build")
+    return build.build_wheel(plan.variant, catalog, wheel_directory)
+
+
+def _install_prebuilt(plan: Plan, catalog: Any, wheel_directory: Path, config_settings: ConfigSettings) -> str:
+    """Verified cached wheel -> wheel_directory under the standard (label-free) name."""
+    from .build import log, verify_wheel_variant
+    from .fetch import copy_verified
+    from .wheelname import standard_filename
+
+    extra = plan.candidate.candidate.extra
+    cached = _fetch_prebuilt(plan, config_settings)
+    verify_wheel_variant(cached, plan.variant, catalog)
+    name = standard_filename(extra["filename"])
+    copy_verified(cached, extra["sha256"], wheel_directory / name)
+    log(f"installed prebuilt variant {extra.get('label')} as {name} (sha256 {extra['sha256'][:16]}… verified)")
+    return name
+
+
+def _source_plan(config_settings: ConfigSettings) -> Plan:
+    """Editable installs always build from source (a development checkout)."""
+    from .catalog import load_catalog
+    from .policy import parse_selector
+    from .resolve import ideal_variant
+    from .settings import host_profile_for
+
+    settings = _settings(config_settings)
+    catalog = load_catalog()
+    if settings.get("variant"):
+        return Plan("source", catalog.parse_variant(settings.get("variant"), fill_defaults=True), "requested")
+    host = host_profile_for(settings)
+    return Plan("source", ideal_variant(host, catalog, parse_selector(settings.selector, catalog)), "editable")
+
+
+@_clean_errors
+def build_editable(wheel_directory: str, config_settings: ConfigSettings = None,
+                   metadata_directory: str | None = None) -> str:
+    from . import build
+    from .catalog import load_catalog
+
+    plan = _source_plan(config_settings)
+    _announce(plan)
+    return build.build_wheel(plan.variant, load_catalog(), wheel_directory, editable=True)
+
+
+@_clean_errors
+def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) -> str:
+    """scikit-build-core's sdist; ``-C index-url=...`` is embedded as the sdist's default index."""
+    import scikit_build_core.build as skbuild
+
+    settings = _settings(config_settings)
+    name = str(skbuild.build_sdist(sdist_directory, None))
+    if "index-url" in (config_settings or {}):
+        from .sdist import embed_index_urls
+
+        embed_index_urls(Path(sdist_directory) / name, settings.get("index-url"))
+    return name
