@@ -365,13 +365,13 @@ def read_package(path: Path) -> _Read:
                     and isinstance(stmt.value, ast.Call)
                     and isinstance(stmt.value.func, ast.Name)
                 ):
-                    call = stmt.value
+                    call, name = stmt.value, stmt.value.func.id
                     try:
                         args = tuple(_literal(a) for a in call.args)
                         kwargs = {k.arg: _literal(k.value) for k in call.keywords if k.arg}
                     except ValueError:
-                        raise InputError(f"{path}:{call.lineno}: {call.func.id}() arguments must be literals") from None
-                    calls.append((call.func.id, args, kwargs))
+                        raise InputError(f"{path}:{call.lineno}: {name}() arguments must be literals") from None
+                    calls.append((name, args, kwargs))
     return _Read(constants, cls, bases, calls)
 
 
