@@ -25,7 +25,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from ..catalog import Catalog
-from ..compat import Finding, check_os
+from ..compat import Finding, check_cuda, check_os
 from ..host import HostProfile, LibraryInfo
 from ..policy import Selector
 from ..resolve import Candidate, Ranked, Resolution, resolve
@@ -112,6 +112,18 @@ def spack_host(host: HostProfile) -> tuple[HostProfile, list[str]]:
     ]
 
 
+def _recorded_cuda(version: str | None, values: dict[str, Any], catalog: Catalog, host: HostProfile) -> list[Finding]:
+    """An index records ^cuda@X.Y: the driver must support that, not just the catalog line's toolkit."""
+    line = catalog.cuda_lines.get(str(values["cuda"]))
+    archs = values["cuda_arch"]
+    if version is None or line is None or not host.nvidia_gpus():
+        return []
+    major_minor = ".".join(version.split(".")[:2])
+    if major_minor == line.toolkit:
+        return []
+    return [check_cuda(archs, major_minor, host)[-1]]
+
+
 def candidates(listing: Listing, host: HostProfile, catalog: Catalog, any_os: bool) -> list[Candidate]:
     """One engine Candidate per listing entry, ``order`` = the documented tie-break."""
     ordered = sorted(listing.entries, key=lambda e: _tie_key(e, host))
@@ -122,6 +134,7 @@ def candidates(listing: Listing, host: HostProfile, catalog: Catalog, any_os: bo
         if host.platform is not None and entry.spec.platform not in (None, host.platform):
             findings.append(Finding(False, f"platform {entry.spec.platform} is not the host's {host.platform}"))
         findings += [Finding(False, p) for p in mapped.problems]
+        findings += _recorded_cuda(mapped.cuda_version, mapped.values, catalog, host)
         extra = {
             "hash": entry.hash,
             "spec": format_spec(replace(entry.spec, hash=None)),

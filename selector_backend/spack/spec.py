@@ -205,9 +205,13 @@ def parse_variant_string(text: str, where: str) -> tuple[str, SpackValue]:
     """One build-cache variant string (``+cuda``, ``controllers:=mpi``) -> (name, value)."""
     if not isinstance(text, str) or not text.strip():
         raise InputError(f"{where}: variant {text!r} is not a non-empty string")
-    tokens = list(_tokens(text.strip(), f"{where}: variant {text!r}"))
+    bad = InputError(f"{where}: variant {text!r} is not +name, ~name, name=value or name:=value")
+    try:
+        tokens = list(_tokens(text.strip(), where))
+    except InputError:
+        raise bad from None
     if len(tokens) != 1 or not (tokens[0].group("flag") or tokens[0].group("kv")):
-        raise InputError(f"{where}: variant {text!r} is not +name, ~name or name=value")
+        raise bad
     tok = tokens[0]
     if tok.group("flag"):
         return tok.group("flag_name"), tok.group("sign").startswith("+")

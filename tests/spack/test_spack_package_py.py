@@ -1,0 +1,256 @@
+"""spack/packages/py-hvd-selector/package.py against the catalog: no Spack needed.
+
+Three independent angles: the AST checker (variants, values, defaults,
+directives, tables), a Spack-semantics model of the directives that must
+accept exactly the catalog's buildable variants, and the file's own build
+code run against a stub ``spack.package`` to compare its CMake options with
+``cmake_defines``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from selector_backend import targets
+from selector_backend.catalog import load_catalog
+from selector_backend.cli import main
+from selector_backend.cmake_config import cmake_defines
+from selector_backend.spack.package_py import check_package, package_path, read_package, render_package
+from selector_backend.variant import Variant
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "spack" / "packages" / "py-hvd-selector" / "package.py"
+
+
+def test_committed_package_matches_the_catalog(catalog):
+    assert package_path(catalog) == PACKAGE
+    assert check_package(PACKAGE, catalog) == []
+    assert PACKAGE.read_text() == render_package(catalog), "run: hvd-selector spack package --write"
+    assert (ROOT / "spack" / "repo.yaml").read_text().count("namespace: hvd_selector") == 1
+
+
+def test_mirrors_py_horovod_variant_names_and_its_nccl_conflict():
+    read = read_package(PACKAGE)
+    assert read.cls == "PyHvdSelector" and read.bases == ("PythonPackage", "CudaPackage")
+    variants = {args[0]: kw for kind, args, kw in read.calls if kind == "variant"}
+    assert set(variants) == {"frameworks", "controllers", "tensor_ops", "cuda_arch"}
+    assert variants["tensor_ops"]["multi"] is False and variants["controllers"]["multi"] is True
+    assert variants["cuda_arch"]["when"] == "+cuda"
+    calls = [(kind, args[0], kw.get("when")) for kind, args, kw in read.calls]
+    assert ("conflicts", "tensor_ops=nccl", "~cuda") in calls  # as py-horovod (which adds ~rocm)
+    assert ("conflicts", "cuda_arch=none", "+cuda") in calls
+    assert ("depends_on", "mpi", "controllers=mpi") in calls
+
+
+def _mutated_catalog(tmp_path, old, new):
+    src = ROOT / "variants" / "catalog.toml"
+    text = src.read_text()
+    assert old in text
+    (tmp_path / "variants").mkdir()
+    path = tmp_path / "variants" / "catalog.toml"
+    path.write_text(text.replace(old, new, 1))
+    return load_catalog(path)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "problem"),
+    [
+        (
+            'cmake = "HVD_TENSOR_OPS"\ndefault = "gloo"',
+            'cmake = "HVD_TENSOR_OPS"\ndefault = "mpi"',
+            "variant tensor_ops default 'gloo' != catalog 'mpi'",
+        ),
+        ('"89", "90", "100"', '"89", "90", "90a", "100"', "variant cuda_arch values"),
+        ('toolkit = "12.4"', 'toolkit = "12.6"', "CUDA dependency"),
+        (
+            'message = "tensor_ops=mpi needs the mpi controller"',
+            'message = "MPI ops need the MPI controller"',
+            "missing requires('controllers=mpi', when='tensor_ops=mpi')",
+        ),
+        ('cmake = "HVD_FRAMEWORKS"', 'cmake = "HVD_FRAMEWORK_LIST"', "HVD_CMAKE"),
+    ],
+)
+def test_checker_catches_drift(tmp_path, old, new, problem):
+    catalog = _mutated_catalog(tmp_path, old, new)
+    problems = check_package(PACKAGE, catalog)
+    assert any(problem in p for p in problems), problems
+
+
+# ------------------------------------------------------------------ Spack semantics of the directives
+def _holds(cond: str, v: Variant) -> bool:
+    """A condition of one directive, as Spack evaluates it on a concrete spec."""
+    if cond in ("+cuda", "~cuda"):
+        return (v["cuda"] != "none") == (cond == "+cuda")
+    if cond.startswith("^cuda@"):
+        return v["cuda"] == cond.removeprefix("^cuda@")
+    axis, _, value = cond.partition("=")
+    return value in v.values_of(axis)  # multi-valued: the set contains it
+
+
+def _spack_accepts(directives, v: Variant) -> bool:
+    for kind, spec, when in directives:
+        if kind == "conflicts" and _holds(spec, v) and _holds(when, v):
+            return False
+        if kind == "requires" and _holds(when, v) and not _holds(spec, v):
+            return False
+    return True
+
+
+def test_directives_accept_exactly_the_buildable_variants(catalog):
+    read = read_package(PACKAGE)
+    directives = [(k, a[0], kw["when"]) for k, a, kw in read.calls if k in ("conflicts", "requires")]
+    arch_sets = [("none",), ("50",), ("80",), ("100",), ("80", "90"), ("61", "121")]
+    checked = 0
+    for cuda, archs, ops, ctrl in itertools.product(
+        ("none", "12", "13"), arch_sets, ("nccl", "mpi", "gloo"), (("mpi",), ("gloo",), ("mpi", "gloo"))
+    ):
+        if cuda == "none" and archs != ("none",):
+            continue  # Spack has no cuda_arch without +cuda
+        v = catalog.make_variant(
+            {
+                "target": "x86_64_v3",
+                "cuda": cuda,
+                "cuda_arch": archs,
+                "tensor_ops": ops,
+                "controllers": ctrl,
+                "frameworks": ("pytorch",),
+            }
+        )
+        assert _spack_accepts(directives, v) == (not catalog.violations(v)), (v, catalog.violations(v))
+        checked += 1
+    assert checked == 117  # (1 + 2 CUDA lines x 6 arch sets) x 3 tensor_ops x 3 controller sets
+
+
+# ------------------------------------------------------------------ the file's own build code
+class _Recorder(types.ModuleType):
+    def __init__(self) -> None:
+        super().__init__("spack.package")
+        self.calls: list[tuple[str, tuple, dict]] = []
+        for name in ("version", "variant", "depends_on", "conflicts", "requires", "license"):
+            setattr(self, name, self._directive(name))
+        self.any_combination_of = lambda *values: ("any_combination_of", values)
+        self.PythonPackage = type("PythonPackage", (), {})
+        self.CudaPackage = type("CudaPackage", (), {})
+
+    def _directive(self, name):
+        def record(*args, **kwargs):
+            self.calls.append((name, args, kwargs))
+
+        return record
+
+
+@pytest.fixture
+def package_module(monkeypatch):
+    stub = _Recorder()
+    monkeypatch.setitem(sys.modules, "spack", types.ModuleType("spack"))
+    monkeypatch.setitem(sys.modules, "spack.package", stub)
+    spec = importlib.util.spec_from_file_location("hvd_spack_package", PACKAGE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, stub
+
+
+class _Version:
+    def __init__(self, text):
+        self.text = text
+
+    def up_to(self, n):
+        return ".".join(self.text.split(".")[:n])
+
+
+class _Spec:
+    """Just enough of a concrete Spack spec for setup_build_environment."""
+
+    def __init__(self, target, cuda_version, variants):
+        self.target, self.cuda_version, self._variants = target, cuda_version, variants
+        self.variants = {k: types.SimpleNamespace(value=v) for k, v in variants.items()}
+
+    def satisfies(self, cond):
+        if cond == "+cuda":
+            return self.cuda_version is not None
+        if cond.startswith("target=") and cond.endswith(":"):
+            return targets.runs_on(cond[len("target=") : -1], self.target)
+        raise AssertionError(cond)
+
+    def __getitem__(self, name):
+        assert name == "cuda"
+        return types.SimpleNamespace(version=_Version(self.cuda_version))
+
+
+class _Env:
+    def __init__(self):
+        self.values = {}
+
+    def set(self, key, value):
+        self.values[key] = str(value)
+
+
+def test_file_imports_under_spack_and_declares_what_the_ast_sees(package_module):
+    module, stub = package_module
+    assert [c[0] for c in stub.calls].count("variant") == 4
+    assert [(n, a) for n, a, _ in stub.calls if n == "version"] == [("version", ("0.1.0",))]
+    assert module.PyHvdSelector.__name__ == "PyHvdSelector"
+
+
+@pytest.mark.parametrize("host_target", [None, "zen3", "sapphirerapids", "neoverse_v2"])
+def test_build_environment_gives_cmake_defines_of_every_prebuilt_variant(package_module, catalog, host_target):
+    module, _ = package_module
+    for variant in catalog.prebuilt_variants():
+        target = host_target if host_target and targets.runs_on(str(variant["target"]), host_target) else None
+        spack_target = target or str(variant["target"])
+        cuda = None if variant["cuda"] == "none" else catalog.cuda_lines[str(variant["cuda"])].toolkit + ".1"
+        spec = _Spec(
+            spack_target,
+            cuda,
+            {
+                "tensor_ops": variant["tensor_ops"],
+                # Spack hands multi values sorted alphabetically; the file must reorder them
+                "controllers": tuple(sorted(variant.values_of("controllers"))),
+                "frameworks": variant.values_of("frameworks"),
+                "cuda_arch": tuple(sorted(variant.values_of("cuda_arch"))),
+            },
+        )
+        pkg = module.PyHvdSelector()
+        pkg.spec = spec
+        env = _Env()
+        pkg.setup_build_environment(env)
+        want = cmake_defines(variant, catalog)
+        if target is not None:  # a microarch spec builds for the most specific catalog target it runs
+            best = max(
+                (t for t in catalog.axes["target"].values if targets.runs_on(t, target)), key=targets.specificity
+            )
+            want["HVD_TARGET"] = best
+        got = dict(item.split("=", 1) for item in env.values["SKBUILD_CMAKE_DEFINE"].split(";"))
+        assert got == want
+        parsed = catalog.parse_variant(env.values["HVD_SELECTOR_VARIANT"])
+        assert cmake_defines(parsed, catalog) == want
+        assert env.values["HVD_SELECTOR_BUILD_POLICY"] == "always-build"
+
+
+def test_generated_file_is_ruff_clean():
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed")
+    fmt = subprocess.run([ruff, "format", "--diff", str(PACKAGE)], capture_output=True, text=True, cwd=ROOT)
+    assert fmt.returncode == 0, fmt.stdout
+    lint = subprocess.run([ruff, "check", str(PACKAGE)], capture_output=True, text=True, cwd=ROOT)
+    assert lint.returncode == 0, lint.stdout
+
+
+def test_cli_package_check_and_write(tmp_path, capsys):
+    assert main(["spack", "package", "--check"]) == 0
+    repo = tmp_path / "repo"
+    assert main(["spack", "package", "--write", "--repo", str(repo)]) == 0
+    written = repo / "packages" / "py-hvd-selector" / "package.py"
+    assert written.read_text() == PACKAGE.read_text()
+    written.write_text(written.read_text().replace('"mpi", "gloo"', '"gloo", "mpi"', 1))
+    assert main(["spack", "package", "--check", "--repo", str(repo)]) == 2
+    assert "drifted from the catalog" in capsys.readouterr().err
