@@ -96,7 +96,8 @@ class HostProfile(NamedTuple):
                 {
                     "vendor": g.vendor,
                     "name": g.name,
-                    "compute_capability": g.compute_capability,
+                    # a non-NVIDIA GPU has no compute capability: null, not "" (which would not read back)
+                    "compute_capability": g.compute_capability or None,
                     "memory_mib": g.memory_mib,
                 }
                 for g in self.gpus
