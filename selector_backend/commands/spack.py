@@ -60,19 +60,24 @@ def run(args: argparse.Namespace) -> int:
     return handler(args)
 
 
+def _context(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
+    """Settings, catalog, selector and host, as every resolving command builds them."""
+    from ..policy import parse_selector
+
+    settings = settings_from_args(args)
+    catalog = catalog_from_args(args)
+    return settings, catalog, parse_selector(settings.selector, catalog), host_from_settings(settings)
+
+
 def _emit(data: dict[str, Any]) -> None:
     print(json.dumps(data, indent=2))
 
 
 def _spec(args: argparse.Namespace) -> int:
-    from ..policy import parse_selector
     from ..resolve import ideal_variant
     from ..spack.mapping import default_version, variant_to_spec
 
-    settings = settings_from_args(args)
-    catalog = catalog_from_args(args)
-    selector = parse_selector(settings.selector, catalog)
-    host = host_from_settings(settings)
+    _, catalog, selector, host = _context(args)
     variant = ideal_variant(host, catalog, selector)
     package = args.package or catalog.spack_package
     version = args.pkg_version if args.pkg_version is not None else default_version(package, catalog)
@@ -121,14 +126,10 @@ def _parse(args: argparse.Namespace) -> int:
 
 def _pick(args: argparse.Namespace) -> int:
     from ..errors import NothingFitsError
-    from ..policy import parse_selector
     from ..spack.listing import load_listing
     from ..spack.pick import pick
 
-    settings = settings_from_args(args)
-    catalog = catalog_from_args(args)
-    selector = parse_selector(settings.selector, catalog)
-    host = host_from_settings(settings)
+    _, catalog, selector, host = _context(args)
     listing = load_listing(args.listing, args.package)
     result = pick(listing, host, catalog, selector, any_os=args.any_os)
     if args.json:
