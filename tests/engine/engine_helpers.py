@@ -1,0 +1,50 @@
+"""Small builders shared by the engine tests (imported as a plain module)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from selector_backend.host import CpuInfo, GpuInfo, HostProfile, LibraryInfo
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+NVML = DATA / "nvml"
+
+
+def clean_env(tmp: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The caller's environment minus every HVD_SELECTOR_* setting, with config
+    lookups pointed at an empty directory so no user or CI config leaks in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HVD_SELECTOR")}
+    env["XDG_CONFIG_HOME"] = str(tmp / "xdg-config")
+    env["XDG_CACHE_HOME"] = str(tmp / "xdg-cache")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env.update(extra or {})
+    return env
+
+
+def make_host(
+    microarch: str | None = "icelake",
+    gpus: Sequence[str] = (),
+    driver: str | None = None,
+    mpi: str | None = None,
+    os_name: str = "ubuntu24.04",
+) -> HostProfile:
+    """A HostProfile built the way a profile file would describe it."""
+    cpu = CpuInfo.from_microarch(microarch) if microarch else None
+    return HostProfile(
+        platform="linux",
+        os=os_name,
+        machine=cpu.family if cpu else "x86_64",
+        libc="glibc 2.39",
+        python="cp311",
+        cpu=cpu,
+        gpus=tuple(GpuInfo("nvidia", f"GPU {cc}", cc, None) for cc in gpus),
+        cuda_driver=driver,
+        libraries={
+            "mpi": LibraryInfo(mpi, "4.2.0") if mpi else None,
+            "nccl": None,
+            "gloo": None,
+        },
+    )
