@@ -239,7 +239,9 @@ class _CatalogReader:
     def read(self) -> Catalog:
         for key in self.data:
             if key not in _TOP_LEVEL:
-                raise self.fail(f"unknown top-level key {key!r}{did_you_mean(key, _TOP_LEVEL)}", key)
+                # point at the table header when there is one: the bare word may occur earlier in a string
+                header = next((h for h in (f"[{key}]", f"[[{key}]]") if h in self.doc.text), key)
+                raise self.fail(f"unknown top-level key {key!r}{did_you_mean(key, _TOP_LEVEL)}", header)
         package = self.table(self.data.get("package"), "[package]", "[package]")
         for key in ("name", "namespace", "spack_package", "version"):
             if not isinstance(package.get(key), str):
@@ -314,7 +316,7 @@ class _CatalogReader:
                     raise self.fail(
                         f"family {fam} lists {name!r}, which is not a target value",
                         "[axes.target.family]",
-                        name,
+                        fam,
                     )
                 if not targets.known_target(name):
                     raise self.fail(
@@ -325,7 +327,7 @@ class _CatalogReader:
                     raise self.fail(
                         f"target {name} is an {actual} target (archspec), not {fam}",
                         "[axes.target.family]",
-                        name,
+                        fam,
                     )
                 family[name] = fam
         for name in target.values:
