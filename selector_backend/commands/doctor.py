@@ -1,0 +1,87 @@
+"""``doctor``: does the installed build fit this machine, and if not, the one fixing command.
+
+pip's wheel cache keys a built wheel by the sdist alone, so a wheel built on
+one machine can be reused on another (or a venv copied across machines). The
+import guard stops a mismatch at import time; doctor explains it up front.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+from ._common import add_resolution_arguments, catalog_from_args, host_from_settings, settings_from_args
+
+NAME = "doctor"
+HELP = "check the installed hvd-selector build against this machine; print the command that fixes a mismatch"
+REINSTALL = "pip install --no-cache-dir --force-reinstall hvd-selector"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable report")
+    parser.add_argument("--variant-json", type=Path, metavar="FILE",
+                        help="check this variant.json instead of the installed package's")
+    add_resolution_arguments(parser)
+
+
+def installed_variant_json() -> Path | None:
+    """hvd_selector/variant.json of the importable package, found without importing it."""
+    spec = importlib.util.find_spec("hvd_selector")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / "variant.json"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import compat, variant_json
+    from ..errors import EXIT_NOTHING_FITS, InputError
+    from ..policy import parse_selector
+    from ..resolve import ideal_variant
+    from ..variant import format_variant
+
+    settings = settings_from_args(args)
+    catalog = catalog_from_args(args)
+    path = args.variant_json or installed_variant_json()
+    if path is None:
+        raise InputError("no installed hvd-selector build with a variant.json was found in this environment; "
+                         f"install it first: {REINSTALL}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    label, installed = variant_json.parse(text, catalog, source=str(path))
+    host = host_from_settings(settings)
+    findings = compat.check_variant(installed, catalog, host)
+    findings = [f for f in findings if "prebuilt MPI builds use" not in f.reason] + [
+        f for f in compat.check_requirements(installed, catalog, host, prebuilt=False) if not f.ok]
+    runs = compat.compatible(findings)
+    best = ideal_variant(host, catalog, parse_selector(settings.selector, catalog))
+    report: dict[str, Any] = {
+        "installed": {"variant": installed.to_json(), "label": label, "variant_json": str(path)},
+        "runs_here": runs,
+        "reasons": [f.reason for f in findings],
+        "best_for_this_machine": best.to_json(),
+        "fix": None if runs and best == installed else REINSTALL,
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"installed: {format_variant(installed)} (variant {label}, {path})")
+        for finding in findings:
+            print(f"  {'+' if finding.ok else '-'} {finding.reason}")
+        if not runs:
+            print("problem: the installed build does not run on this machine")
+        elif best != installed:
+            print(f"note: a better build for this machine is {format_variant(best)}")
+        else:
+            print("ok: the installed build is the best one for this machine")
+        if report["fix"]:
+            print(f"fix: {REINSTALL}")
+    return 0 if runs else EXIT_NOTHING_FITS
