@@ -1,0 +1,134 @@
+"""The dependency recipes, run for real: Debian packages and PyPI wheels.
+
+Each recipe compiles (and where it can, runs) a small program against the
+dependency it provides, so a passing test means the dependency works, not
+just that a file exists.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES = ROOT / "recipes"
+DEPENDENCIES = ("gloo", "mpi", "nccl", "cuda")
+ENVIRONMENTS = ("manylinux", "debian", "pip")
+
+
+def recipe(
+    path: str, *args: str, env: dict[str, str] | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(RECIPES / path), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def exports(stdout: str) -> dict[str, str]:
+    """The `export NAME='value'` lines a recipe prints, as a dict."""
+    out = {}
+    for line in stdout.splitlines():
+        words = shlex.split(line)
+        assert words[0] == "export", line
+        name, _, value = words[1].partition("=")
+        out[name] = value
+    return out
+
+
+def test_every_dependency_has_every_environment() -> None:
+    for dep in DEPENDENCIES:
+        for env in ENVIRONMENTS:
+            assert (RECIPES / dep / f"{env}.sh").is_file(), f"recipes/{dep}/{env}.sh"
+
+
+def test_recipes_pass_shellcheck() -> None:
+    exe = shutil.which("shellcheck")
+    if exe is None:
+        pytest.skip("shellcheck not installed (.ci/apt-packages.txt lists it)")
+    scripts = sorted(str(p.relative_to(RECIPES)) for p in RECIPES.rglob("*.sh"))
+    result = subprocess.run(
+        [exe, "-x", "-S", "warning", *scripts], cwd=RECIPES, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout
+
+
+def test_debian_gloo_builds_and_runs_a_ring_allreduce() -> None:
+    result = recipe("gloo/debian.sh")
+    assert result.returncode == 0, result.stderr
+    assert "gloo allreduce size=1 value=1.5" in result.stderr
+    assert (Path(exports(result.stdout)["Gloo_DIR"]) / "GlooConfig.cmake").is_file()
+
+
+@pytest.mark.parametrize("impl", ["mpich", "openmpi"])
+def test_debian_mpi_runs_two_ranks(impl: str) -> None:
+    result = recipe("mpi/debian.sh", env={"HVD_MPI": impl})
+    assert result.returncode == 0, result.stderr
+    assert "allreduce=2" in result.stderr
+    found = exports(result.stdout)
+    assert found["MPI_C_COMPILER"].endswith(f"mpicc.{impl}")
+    assert found["HVD_MPI"] == impl
+
+
+def test_pip_mpich_wheel_compiles_and_runs_two_ranks(tmp_path: Path) -> None:
+    """The mpich wheel (the `mpi` extra's MPI) is a complete toolchain."""
+    prefix = tmp_path / "deps"
+    result = recipe("mpi/pip.sh", "--prefix", str(prefix))
+    assert result.returncode == 0, result.stderr
+    assert "allreduce=2" in result.stderr
+    found = exports(result.stdout)
+    assert found["MPI_C_COMPILER"] == f"{prefix}/bin/mpicc"
+    assert list(prefix.glob("lib/libmpi.so.12")), "the wheel provides the soname the matrix excludes"
+    again = recipe("mpi/pip.sh", "--check", "--prefix", str(prefix))
+    assert again.returncode == 0, again.stderr
+
+
+def test_debian_cuda_toolchain_compiles_a_kernel() -> None:
+    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
+        pytest.skip("no nvcc on this machine")
+    result = recipe("cuda/debian.sh")
+    assert result.returncode == 0, result.stderr
+    assert "compiles sm_120" in result.stderr
+    wrong = recipe("cuda/debian.sh", env={"HVD_CUDA_TOOLKIT": "11.8", "PATH": "/usr/bin:/bin"})
+    assert wrong.returncode == 1
+    assert len(wrong.stderr.strip().splitlines()) == 1
+
+
+def test_missing_dependency_is_one_line_naming_the_fix(tmp_path: Path) -> None:
+    result = recipe("nccl/pip.sh", "--check", "--prefix", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0
+    assert "run without --check to install nvidia-nccl-cu13" in result.stderr
+    bad = recipe("mpi/debian.sh", env={"HVD_MPI": "lam"})
+    assert bad.returncode == 1 and "HVD_MPI=lam is not mpich or openmpi" in bad.stderr
+    usage = recipe("gloo/debian.sh", "--frobnicate")
+    assert usage.returncode == 1 and "unknown option --frobnicate" in usage.stderr
+
+
+@pytest.mark.slow
+def test_pip_nccl_wheel_links_and_reports_its_version(tmp_path: Path) -> None:
+    """Downloads nvidia-nccl-cu13 (~300 MB unpacked; pip's cache makes re-runs fast)."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("no nvcc to link the check program")
+    result = recipe("nccl/pip.sh", "--prefix", str(tmp_path / "deps"), timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "reports version code" in result.stderr
+    assert exports(result.stdout)["NCCL_LIBRARY"].endswith("libnccl.so.2")
+    assert (tmp_path / "deps/lib/libnccl.so").is_symlink()
+
+
+@pytest.mark.slow
+def test_pip_cuda_toolchain_compiles_a_kernel(tmp_path: Path) -> None:
+    """Downloads nvcc 13.0 and its back ends as wheels (~270 MB unpacked)."""
+    result = recipe("cuda/pip.sh", "--prefix", str(tmp_path / "deps"), timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "(CUDA 13.0) compiles sm_120" in result.stderr
+    assert "/nvidia/cu13/bin/nvcc" in exports(result.stdout)["CMAKE_CUDA_COMPILER"]
