@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from .errors import ExternalError, NothingFitsError, SelectorError
+from .errors import ExternalError, IntegrityError, NothingFitsError, SelectorError
 
 T = TypeVar("T")
 ConfigSettings = Mapping[str, Any] | None
@@ -93,7 +93,7 @@ def make_plan(config_settings: ConfigSettings) -> Plan:
         try:
             candidates = list(index_candidates(urls, catalog, host, settings))
         except ExternalError as exc:
-            if policy == "never-build":
+            if isinstance(exc, IntegrityError) or policy == "never-build":
                 raise
             log(f"warning: the variant index could not be read ({exc}); falling back to a source build")
             candidates = []
@@ -127,7 +127,7 @@ def _fetch_prebuilt(plan: Plan, config_settings: ConfigSettings) -> Path:
     settings = _settings(config_settings)
     extra = plan.candidate.candidate.extra
     return cached_download(extra["url"], extra["sha256"], extra["filename"], settings.cache_dir,
-                           offline=bool(settings.get("offline")))
+                           **settings.fetch_options())
 
 
 # ------------------------------------------------------------------ PEP 517 hooks
@@ -142,7 +142,7 @@ def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list
         try:
             _fetch_prebuilt(plan, config_settings)  # warm the verified cache now; build_wheel copies it
         except ExternalError as exc:
-            if "sha256 mismatch" in str(exc) or _settings(config_settings).get("build-policy") == "never-build":
+            if isinstance(exc, IntegrityError) or _settings(config_settings).get("build-policy") == "never-build":
                 raise
             from .build import log
 
@@ -189,8 +189,7 @@ def build_wheel(wheel_directory: str, config_settings: ConfigSettings = None,
         try:
             return _install_prebuilt(plan, catalog, Path(wheel_directory), config_settings)
         except ExternalError as exc:
-            if "sha256 mismatch" in str(exc) or "was built as" in str(exc) \
-                    or _settings(config_settings).get("build-policy") == "never-build":
+            if isinstance(exc, IntegrityError) or _settings(config_settings).get("build-policy") == "never-build":
                 raise
             build.log(f"warning: prebuilt wheel unavailable ({exc}); falling back to a source build")
     return build.build_wheel(plan.variant, catalog, wheel_directory)

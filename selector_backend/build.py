@@ -21,7 +21,7 @@ from typing import Any
 from . import variant_json
 from .catalog import Catalog
 from .cmake_config import cmake_defines
-from .errors import ExternalError
+from .errors import ExternalError, IntegrityError
 from .host import HostProfile
 from .variant import Variant, format_variant
 
@@ -92,10 +92,10 @@ def verify_wheel_variant(wheel: Path, variant: Variant, catalog: Catalog) -> Non
     with zipfile.ZipFile(wheel) as archive:
         names = [n for n in archive.namelist() if n.endswith(".dist-info/variant.json")]
         if len(names) != 1:
-            raise ExternalError(f"{wheel.name}: expected one .dist-info/variant.json, found {len(names)}")
+            raise IntegrityError(f"{wheel.name}: expected one .dist-info/variant.json, found {len(names)}")
         _, built = variant_json.parse(archive.read(names[0]), catalog, source=f"{wheel.name}:{names[0]}")
     if built != variant:
-        raise ExternalError(f"{wheel.name} was built as {format_variant(built)}, not {format_variant(variant)}")
+        raise IntegrityError(f"{wheel.name} was built as {format_variant(built)}, not {format_variant(variant)}")
 
 
 def build_wheel(variant: Variant, catalog: Catalog, wheel_directory: str, *, editable: bool = False,

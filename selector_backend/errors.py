@@ -39,6 +39,10 @@ class ExternalError(SelectorError):
     exit_code = EXIT_EXTERNAL
 
 
+class IntegrityError(ExternalError):
+    """A file is not what the index promised (hash or variant). Never retried, never a fallback."""
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """A ' (did you mean X?)' suffix for the closest valid choice, or ''."""
     import difflib

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import ExternalError, InputError
+from .errors import ExternalError, InputError, IntegrityError
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRIES = 3
@@ -200,7 +200,7 @@ def cached_download(url: str, sha256: str, filename: str, cache_dir: Path, *, of
                 os.fsync(handle.fileno())
             actual = sha256_of(tmp)
             if actual != sha256:
-                raise ExternalError(f"sha256 mismatch for {url}: the index says {sha256}, the file is {actual}; "
+                raise IntegrityError(f"sha256 mismatch for {url}: the index says {sha256}, the file is {actual}; "
                                     "refusing it (nothing was installed or cached)")
             os.replace(tmp, final)
         finally:
@@ -219,7 +219,7 @@ def copy_verified(source: Path, sha256: str, dest: Path) -> Path:
     try:
         shutil.copyfile(source, tmp)
         if sha256_of(tmp) != sha256:
-            raise ExternalError(f"{source}: changed while being copied; refusing it")
+            raise IntegrityError(f"{source}: changed while being copied; refusing it")
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)

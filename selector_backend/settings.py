@@ -67,6 +67,26 @@ def _choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
     return parse
 
 
+def _seconds(value: Any, name: str) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name}={value!r} is not a number of seconds") from None
+    if not 0 < seconds <= 3600:
+        raise InputError(f"{name}={value!r} must be between 0 and 3600 seconds")
+    return seconds
+
+
+def _count(value: Any, name: str) -> int:
+    try:
+        count = int(str(value))
+    except ValueError:
+        raise InputError(f"{name}={value!r} is not a whole number") from None
+    if not 0 <= count <= 20:
+        raise InputError(f"{name}={value!r} must be between 0 and 20")
+    return count
+
+
 def _path(value: Any, name: str) -> Path:
     return Path(os.path.expanduser(_text(value, name)))
 
@@ -107,6 +127,8 @@ OPTIONS: tuple[Option, ...] = (
         "prefer-prebuilt, always-build (source build always) or never-build (fail instead of building)",
     ),
     Option("cache-dir", _path, None, "download cache (default $XDG_CACHE_HOME/hvd-selector)"),
+    Option("index-timeout", _seconds, 30.0, "seconds an index request may take before it is retried"),
+    Option("index-retries", _count, 3, "retries of a failed index request (5xx, timeout, reset, short body)"),
     Option("offline", _bool, False, "use only the cache and file/directory indexes; no network"),
     Option("host-profile", _path, None, "read the HostProfile JSON from this file instead of detecting"),
     Option(
@@ -142,6 +164,11 @@ class Settings(NamedTuple):
     @property
     def cache_dir(self) -> Path:
         return self.get("cache-dir") or _default_cache()
+
+    def fetch_options(self) -> dict[str, Any]:
+        """Keyword arguments for selector_backend.fetch calls."""
+        return {"offline": bool(self.get("offline")), "timeout": float(self.get("index-timeout")),
+                "retries": int(self.get("index-retries"))}
 
     def host_overrides(self) -> dict[str, Any]:
         return {o.name: self.values[o.name] for o in OPTIONS if o.host_fact and o.name in self.values}

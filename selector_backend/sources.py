@@ -34,7 +34,7 @@ def index_candidates(urls: Iterable[str], catalog: Catalog, host: HostProfile, s
 
     ranked_tags = {tag: i for i, tag in enumerate(host_tags(host))}
     for position, url in enumerate(urls):
-        for entry in variant_index.read_index(url, catalog, offline=bool(settings.get("offline"))):
+        for entry in variant_index.read_index(url, catalog, **settings.fetch_options()):
             finding, tag_rank = check_wheel_tags(entry.wheel, host, ranked_tags)
             extra = {"filename": entry.filename, "url": entry.url, "sha256": entry.sha256,
                      "label": entry.label, "index": url}

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from . import fetch
 from .catalog import Catalog
-from .errors import ExternalError, InputError
+from .errors import ExternalError, InputError, IntegrityError
 from .variant import Variant
 from .wheelname import WheelName, parse_wheel_name
 
@@ -66,16 +66,16 @@ def project_url(location: str, project: str) -> str:
     return base.rstrip("/") + f"/{normalize_project(project)}/"
 
 
-def _page(url: str, offline: bool) -> tuple[str, bytes]:
+def _page(url: str, options: dict[str, Any]) -> tuple[str, bytes]:
     """(kind, body) of a project page; directories may hold index.json or index.html."""
     if url.startswith("file:"):
         for name, kind in (("index.json", "json"), ("index.html", "html")):
             try:
-                return kind, fetch.get_bytes(url + name, offline=offline)
+                return kind, fetch.get_bytes(url + name, **options)
             except ExternalError:
                 continue
         raise ExternalError(f"{url}: no index.json or index.html (is this a variant index?)")
-    body = fetch.get_bytes(url, accept=JSON_ACCEPT, offline=offline)
+    body = fetch.get_bytes(url, accept=JSON_ACCEPT, **options)
     return ("json" if body.lstrip().startswith(b"{") else "html"), body
 
 
@@ -101,16 +101,16 @@ def parse_project_page(kind: str, body: bytes, page_url: str) -> list[IndexFile]
     return files
 
 
-def _variants_maps(files: list[IndexFile], catalog: Catalog, offline: bool) -> dict[str, dict[str, Any]]:
+def _variants_maps(files: list[IndexFile], catalog: Catalog, options: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """version -> {label: properties} from every ``*-variants.json`` listed."""
     out: dict[str, dict[str, Any]] = {}
     for item in files:
         match = re.fullmatch(r"(.+?)-([^-]+)-variants\.json", item.filename)
         if not match or normalize_project(match.group(1)) != normalize_project(catalog.name):
             continue
-        raw = fetch.get_bytes(item.url, offline=offline)
+        raw = fetch.get_bytes(item.url, **options)
         if item.sha256 and fetch.hashlib_sha256(raw) != item.sha256:
-            raise ExternalError(f"sha256 mismatch for {item.url}; refusing the variants file")
+            raise IntegrityError(f"sha256 mismatch for {item.url}; refusing the variants file")
         try:
             data = json.loads(raw)
             variants = data["variants"]
@@ -122,12 +122,15 @@ def _variants_maps(files: list[IndexFile], catalog: Catalog, offline: bool) -> d
     return out
 
 
-def read_index(location: str, catalog: Catalog, *, offline: bool = False) -> Iterator[IndexEntry]:
-    """The variant wheels of ``catalog.name`` on the index at ``location``."""
+def read_index(location: str, catalog: Catalog, **options: Any) -> Iterator[IndexEntry]:
+    """The variant wheels of ``catalog.name`` on the index at ``location``.
+
+    ``options`` are passed to ``fetch.get_bytes`` (offline, timeout, retries).
+    """
     url = project_url(location, catalog.name)
-    kind, body = _page(url, offline)
+    kind, body = _page(url, options)
     files = parse_project_page(kind, body, url)
-    maps = _variants_maps(files, catalog, offline)
+    maps = _variants_maps(files, catalog, options)
     for item in files:
         if not item.filename.endswith(".whl"):
             continue

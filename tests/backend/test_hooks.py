@@ -1,0 +1,133 @@
+"""PEP 517 hooks called in-process: the decisions the backend makes before anything builds."""
+
+from __future__ import annotations
+
+import email.parser
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from selector_backend import backend
+from selector_backend.build import BASE_BUILD_REQUIRES
+
+from .http_fixtures import serve
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def project_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Run hooks from the project root with a clean, isolated configuration."""
+    monkeypatch.chdir(ROOT)
+    for name in list(__import__("os").environ):
+        if name.startswith("HVD_SELECTOR"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HVD_SELECTOR_CONFIG", str(tmp_path / "no-config.toml"))
+    (tmp_path / "no-config.toml").write_text("")
+    monkeypatch.setenv("HVD_SELECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    backend._pyproject.cache_clear()
+
+
+def exit_code(excinfo: pytest.ExceptionInfo[SystemExit]) -> int:
+    return int(excinfo.value.code)  # type: ignore[arg-type]
+
+
+def test_metadata_is_static_and_identical_for_every_variant(tmp_path: Path) -> None:
+    texts = []
+    for settings in ({}, {"selector": "cpu"}, {"variant": "target=x86_64_v4"}, {"selector": "gpu-nvidia"}):
+        out = tmp_path / str(len(texts))
+        out.mkdir()
+        name = backend.prepare_metadata_for_build_wheel(str(out), settings)
+        texts.append((out / name / "METADATA").read_text())
+    assert len(set(texts)) == 1
+    meta = email.parser.Parser().parsestr(texts[0])
+    assert meta["Name"] == "hvd-selector"
+    requires = meta.get_all("Requires-Dist")
+    assert any(r.startswith("archspec") for r in requires)
+    assert any('extra == "gpu-nvidia"' in r and r.startswith("nvidia-nccl-cu13") for r in requires)
+    assert any('extra == "mpi"' in r and r.startswith("mpich") for r in requires)
+    assert sorted(meta.get_all("Provides-Extra")) == ["gpu-nvidia", "mpi"]
+
+
+def test_forced_variant_asks_for_the_build_toolchain_only() -> None:
+    requires = backend.get_requires_for_build_wheel({"variant": "target=x86_64_v3"})
+    assert requires == list(BASE_BUILD_REQUIRES)
+
+
+def test_nccl_source_build_asks_for_the_nccl_wheel_of_its_cuda_line() -> None:
+    requires = backend.get_requires_for_build_wheel(
+        {"variant": "target=x86_64_v3 cuda=12 cuda_arch=80 tensor_ops=nccl controllers=gloo"})
+    assert "nvidia-nccl-cu12" in requires
+
+
+def test_no_index_means_source_build_of_the_ideal_variant(capsys: pytest.CaptureFixture[str]) -> None:
+    plan = backend.make_plan({"target": "x86_64_v3", "mpi": "none"})
+    assert plan.kind == "source"
+    assert plan.variant["target"] == "x86_64_v3"
+    assert plan.variant["tensor_ops"] == "gloo"
+    assert "no variant index is configured" in plan.reason
+
+
+def test_never_build_without_a_fit_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as excinfo:
+        backend.get_requires_for_build_wheel({"build-policy": "never-build"})
+    assert exit_code(excinfo) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("hvd-selector: error:") and "never-build" in err[-1]
+
+
+def test_unknown_setting_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as excinfo:
+        backend.get_requires_for_build_wheel({"selecter": "cpu"})
+    assert exit_code(excinfo) == 2
+    assert "did you mean selector?" in capsys.readouterr().err
+
+
+def test_misspelled_selector_never_does_something_else(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as excinfo:
+        backend.get_requires_for_build_wheel({"selector": "gpu-nvida"})
+    assert exit_code(excinfo) == 2
+    assert "did you mean gpu-nvidia?" in capsys.readouterr().err
+
+
+def test_plain_http_to_a_remote_index_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as excinfo:
+        backend.get_requires_for_build_wheel({"index-url": "http://example.org/simple"})
+    assert exit_code(excinfo) == 2
+    assert "https" in capsys.readouterr().err
+
+
+def test_unreachable_index_falls_back_to_a_source_build(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "site").mkdir()
+    with serve(tmp_path / "site") as server:
+        server.queue("/simple/hvd-selector/", "500", "500", "500")
+        requires = backend.get_requires_for_build_wheel(
+            {"index-url": f"{server.url}/simple", "index-retries": "2", "index-timeout": "2"})
+        assert server.count("/simple/hvd-selector/") == 3
+    assert requires == list(BASE_BUILD_REQUIRES)
+    assert "falling back to a source build" in capsys.readouterr().err
+
+
+def test_unreachable_index_with_never_build_fails_with_exit_4(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "site").mkdir()
+    with serve(tmp_path / "site") as server:
+        server.queue("/simple/hvd-selector/", "500", "500")
+        with pytest.raises(SystemExit) as excinfo:
+            backend.get_requires_for_build_wheel(
+                {"index-url": f"{server.url}/simple", "index-retries": "1", "build-policy": "never-build"})
+    assert exit_code(excinfo) == 4
+    assert "failed after 2 attempts" in capsys.readouterr().err
+
+
+def test_build_sdist_embeds_the_index_url(tmp_path: Path) -> None:
+    pytest.importorskip("scikit_build_core")
+    name = backend.build_sdist(str(tmp_path), {"index-url": "https://variants.example.org/simple"})
+    with tarfile.open(tmp_path / name) as sdist:
+        names = sdist.getnames()
+        top = names[0].split("/")[0]
+        text = sdist.extractfile(f"{top}/pyproject.toml").read().decode()  # type: ignore[union-attr]
+    assert '[tool.hvd-selector]' in text and 'index-url = ["https://variants.example.org/simple"]' in text
+    assert f"{top}/selector_backend/backend.py" in names and f"{top}/variants/catalog.toml" in names
+    assert not any("/build/" in n or "__pycache__" in n for n in names)
