@@ -21,7 +21,7 @@ from .. import targets
 from ..catalog import Catalog
 from ..errors import InputError
 
-#: Spack variants that are catalog axes of the same name (cuda_arch comes with +cuda).
+#: Spack variants that are catalog axes of the same name (cuda/cuda_arch are CudaPackage's).
 PLAIN_VARIANTS = ("frameworks", "controllers", "tensor_ops")
 
 
@@ -245,8 +245,11 @@ def render_package(catalog: Catalog) -> str:
         f"    Build from a checkout: spack develop --path /path/to/checkout {catalog.spack_package}@={catalog.version}",
         '    """',
         "",
+        f'    pypi = "{catalog.name}/{catalog.name.replace("-", "_")}-{catalog.version}.tar.gz"',
+        "",
         '    license("Apache-2.0")',
         "",
+        "    # no sha256 until the sdist is published: spack develop, or spack install --no-checksum",
         f'    version("{catalog.version}")',
         "",
     ]
@@ -263,18 +266,12 @@ def render_package(catalog: Catalog) -> str:
             ),
         )
         lines += _fmt(call, 4)
-    archs = tuple(a for a in axes["cuda_arch"].values if a != "none")
-    arch_call = _Call(
-        "variant",
-        (
-            ("", "cuda_arch"),
-            ("description", axes["cuda_arch"].description),
-            ("values", _Call("any_combination_of", tuple(("", a) for a in archs))),
-            ("sticky", True),
-            ("when", "+cuda"),
-        ),
-    )
-    lines += _fmt(arch_call, 4)
+    lines += [
+        "    # cuda and cuda_arch are CudaPackage's; only the catalog's archs (HVD_VALUE_ORDER) are built",
+        "    for _arch in CudaPackage.cuda_arch_values:",
+        '        if _arch not in HVD_VALUE_ORDER["cuda_arch"]:',
+        '            conflicts(f"cuda_arch={_arch}", msg="not a cuda_arch of the hvd-selector catalog")',
+    ]
     lines += [
         "",
         '    depends_on("c", type="build")',
@@ -375,6 +372,22 @@ def read_package(path: Path) -> _Read:
     return _Read(constants, cls, bases, calls)
 
 
+def _restricts_cuda_arch(path: Path) -> bool:
+    """The class body loops over CudaPackage.cuda_arch_values adding conflicts for non-catalog archs."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.For)
+            and isinstance(node.iter, ast.Attribute)
+            and node.iter.attr == "cuda_arch_values"
+            and isinstance(node.iter.value, ast.Name)
+            and node.iter.value.id == "CudaPackage"
+        ):
+            body = ast.dump(ast.Module(body=node.body, type_ignores=[]))
+            return "conflicts" in body and "HVD_VALUE_ORDER" in body and "NotIn" in body
+    return False
+
+
 def check_package(path: Path, catalog: Catalog) -> list[str]:
     """Every disagreement between package.py and the catalog ([] when none)."""
     if not path.is_file():
@@ -403,16 +416,8 @@ def check_package(path: Path, catalog: Catalog) -> list[str]:
             problems.append(f"variant {name} default {got.get('default')!r} != catalog {_value_text(axis.default)!r}")
         if got.get("multi") != (axis.kind == "multi"):
             problems.append(f"variant {name} multi={got.get('multi')} but the catalog axis is {axis.kind}")
-    arch = variants.pop("cuda_arch", None)
-    want_archs = tuple(a for a in catalog.axes["cuda_arch"].values if a != "none")
-    if arch is None:
-        problems.append("variant cuda_arch is missing")
-    else:
-        values = arch.get("values")
-        if not (isinstance(values, tuple) and values[:1] == ("any_combination_of",) and values[1] == want_archs):
-            problems.append(f"variant cuda_arch values {values} != any_combination_of{want_archs}")
-        if arch.get("when") != "+cuda":
-            problems.append("variant cuda_arch must be when='+cuda' (as CudaPackage's)")
+    if not _restricts_cuda_arch(path):
+        problems.append("no loop restricting CudaPackage.cuda_arch_values to HVD_VALUE_ORDER['cuda_arch']")
     for extra in variants:
         problems.append(f"variant {extra} is not a catalog axis")
     directives = {

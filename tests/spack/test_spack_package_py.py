@@ -41,9 +41,9 @@ def test_mirrors_py_horovod_variant_names_and_its_nccl_conflict():
     read = read_package(PACKAGE)
     assert read.cls == "PyHvdSelector" and read.bases == ("PythonPackage", "CudaPackage")
     variants = {args[0]: kw for kind, args, kw in read.calls if kind == "variant"}
-    assert set(variants) == {"frameworks", "controllers", "tensor_ops", "cuda_arch"}
+    # cuda and cuda_arch stay CudaPackage's own (redefining cuda_arch breaks CudaPackage's directives)
+    assert set(variants) == {"frameworks", "controllers", "tensor_ops"}
     assert variants["tensor_ops"]["multi"] is False and variants["controllers"]["multi"] is True
-    assert variants["cuda_arch"]["when"] == "+cuda"
     calls = [(kind, args[0], kw.get("when")) for kind, args, kw in read.calls]
     assert ("conflicts", "tensor_ops=nccl", "~cuda") in calls  # as py-horovod (which adds ~rocm)
     assert ("conflicts", "cuda_arch=none", "+cuda") in calls
@@ -68,7 +68,7 @@ def _mutated_catalog(tmp_path, old, new):
             'cmake = "HVD_TENSOR_OPS"\ndefault = "mpi"',
             "variant tensor_ops default 'gloo' != catalog 'mpi'",
         ),
-        ('"89", "90", "100"', '"89", "90", "90a", "100"', "variant cuda_arch values"),
+        ('"89", "90", "100"', '"89", "90", "90a", "100"', "HVD_VALUE_ORDER"),
         ('toolkit = "12.4"', 'toolkit = "12.6"', "CUDA dependency"),
         (
             'message = "tensor_ops=mpi needs the mpi controller"',
@@ -130,6 +130,13 @@ def test_directives_accept_exactly_the_buildable_variants(catalog):
 
 
 # ------------------------------------------------------------------ the file's own build code
+SPACK_CUDA_ARCHS = (
+    "10", "11", "12", "13", "20", "21", "30", "32", "35", "37", "50", "52", "53", "60", "61", "62", "70", "72",
+    "75", "80", "86", "87", "89", "90", "90a", "100", "100a", "100f", "101", "101a", "101f", "103", "103a",
+    "103f", "110", "110a", "110f", "120", "120a", "120f", "121", "121a", "121f",
+)  # fmt: skip
+
+
 class _Recorder(types.ModuleType):
     def __init__(self) -> None:
         super().__init__("spack.package")
@@ -138,7 +145,8 @@ class _Recorder(types.ModuleType):
             setattr(self, name, self._directive(name))
         self.any_combination_of = lambda *values: ("any_combination_of", values)
         self.PythonPackage = type("PythonPackage", (), {})
-        self.CudaPackage = type("CudaPackage", (), {})
+        # Spack's CudaPackage.cuda_arch_values (spack-packages, 2025): more than the catalog builds
+        self.CudaPackage = type("CudaPackage", (), {"cuda_arch_values": SPACK_CUDA_ARCHS})
 
     def _directive(self, name):
         def record(*args, **kwargs):
@@ -193,9 +201,18 @@ class _Env:
         self.values[key] = str(value)
 
 
-def test_file_imports_under_spack_and_declares_what_the_ast_sees(package_module):
+def test_file_imports_under_spack_and_declares_what_the_ast_sees(package_module, catalog):
     module, stub = package_module
-    assert [c[0] for c in stub.calls].count("variant") == 4
+    assert [c[0] for c in stub.calls].count("variant") == 3
+    # every CudaPackage arch the catalog lacks is a conflict; every catalog arch stays allowed
+    refused = {
+        a[0].removeprefix("cuda_arch=")
+        for n, a, kw in stub.calls
+        if n == "conflicts" and "when" not in kw and a[0].startswith("cuda_arch=")
+    }
+    catalog_archs = set(catalog.axes["cuda_arch"].values) - {"none"}
+    assert refused == set(SPACK_CUDA_ARCHS) - catalog_archs
+    assert catalog_archs <= set(SPACK_CUDA_ARCHS)
     assert [(n, a) for n, a, _ in stub.calls if n == "version"] == [("version", ("0.1.0",))]
     assert module.PyHvdSelector.__name__ == "PyHvdSelector"
 
@@ -254,3 +271,10 @@ def test_cli_package_check_and_write(tmp_path, capsys):
     written.write_text(written.read_text().replace('"mpi", "gloo"', '"gloo", "mpi"', 1))
     assert main(["spack", "package", "--check", "--repo", str(repo)]) == 2
     assert "drifted from the catalog" in capsys.readouterr().err
+
+
+def test_checker_requires_the_cuda_arch_restriction(tmp_path, catalog):
+    text = PACKAGE.read_text().replace('if _arch not in HVD_VALUE_ORDER["cuda_arch"]:', "if False:")
+    path = tmp_path / "package.py"
+    path.write_text(text)
+    assert any("restricting CudaPackage.cuda_arch_values" in p for p in check_package(path, catalog))

@@ -88,8 +88,11 @@ class PyHvdSelector(PythonPackage, CudaPackage):
     Build from a checkout: spack develop --path /path/to/checkout py-hvd-selector@=0.1.0
     """
 
+    pypi = "hvd-selector/hvd_selector-0.1.0.tar.gz"
+
     license("Apache-2.0")
 
+    # no sha256 until the sdist is published: spack develop, or spack install --no-checksum
     version("0.1.0")
 
     variant(
@@ -113,15 +116,10 @@ class PyHvdSelector(PythonPackage, CudaPackage):
         values=("pytorch",),
         multi=True,
     )
-    variant(
-        "cuda_arch",
-        description="GPU compute capabilities: SASS for each, PTX for the highest",
-        values=any_combination_of(
-            "50", "52", "60", "61", "70", "72", "75", "80", "86", "87", "89", "90", "100", "103", "110", "120", "121"
-        ),
-        sticky=True,
-        when="+cuda",
-    )
+    # cuda and cuda_arch are CudaPackage's; only the catalog's archs (HVD_VALUE_ORDER) are built
+    for _arch in CudaPackage.cuda_arch_values:
+        if _arch not in HVD_VALUE_ORDER["cuda_arch"]:
+            conflicts(f"cuda_arch={_arch}", msg="not a cuda_arch of the hvd-selector catalog")
 
     depends_on("c", type="build")
     depends_on("cxx", type="build")
