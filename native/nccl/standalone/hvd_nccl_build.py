@@ -89,9 +89,11 @@ def build(
     jobs: int = 2,
     extra_args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
+    strip: bool = False,
 ) -> Built:
     """Configure, build and install the plugin under ``work``; raise on failure.
 
+    ``strip`` installs as scikit-build-core does for a wheel (install.strip).
     A failed step raises CalledProcessError with CMake's output attached.
     """
     catalog = catalog or load_catalog()
@@ -114,7 +116,7 @@ def build(
     _run(configure, env)
     configured = time.perf_counter()
     _run(["cmake", "--build", str(build_dir), "-j", str(jobs)], env)
-    _run(["cmake", "--install", str(build_dir), "--prefix", str(prefix)], env)
+    _run(["cmake", "--install", str(build_dir), "--prefix", str(prefix), *(["--strip"] if strip else [])], env)
     built = time.perf_counter()
     return Built(prefix, prefix / INSTALLED_NAME, configured - started, built - configured)
 
