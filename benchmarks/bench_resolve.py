@@ -1,0 +1,273 @@
+"""Cold start: ``hvd-selector resolve --json`` next to a bare archspec host detection.
+
+What a user waits for on every ``pip install`` / ``hvd-selector resolve`` is a
+fresh interpreter that detects the machine and ranks the catalog. The floor
+for that is the interpreter plus archspec's own detection, so the peer is
+``python -c "import archspec.cpu; archspec.cpu.host()"``. Both run as fresh
+processes, interleaved (alternating which goes first), many times, after
+bytecode is compiled and with PYTHONDONTWRITEBYTECODE removed from both
+sides' environment; no HVD_SELECTOR_* variable, config file or cache is used.
+
+``hvd-selector`` runs through a console-script wrapper identical to the one
+pip writes, so the measured import path is the installed one.
+
+    python benchmarks/bench_resolve.py                # 41 rounds, writes benchmarks/results/resolve.json
+    python benchmarks/bench_resolve.py --rounds 101
+    python benchmarks/bench_resolve.py --profile      # adds -X importtime, cProfile and a step table
+    python benchmarks/bench_resolve.py --clean-venv   # both sides in a fresh venv holding only archspec
+
+``--clean-venv`` matters where the base interpreter's site-packages runs
+``.pth`` hooks at startup (some sandboxes inject one that imports certifi,
+pathlib, re, typing ...): those inflate both sides equally, shrink the ratio,
+and pre-import modules the selector would otherwise pay for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from selector_backend.fileutil import atomic_write_text  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "resolve.json"
+TARGET_RATIO = 1.5
+PEER_CODE = "import archspec.cpu; archspec.cpu.host()"
+# The body pip writes for a console script (`hvd-selector = selector_backend.cli:entry_point`).
+WRAPPER = """\
+import re
+import sys
+from selector_backend.cli import entry_point
+if __name__ == "__main__":
+    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
+    sys.exit(entry_point())
+"""
+
+
+def clean_env(scratch: Path) -> dict[str, str]:
+    """The same environment for both sides: no selector settings, no bytecode suppression."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("HVD_SELECTOR") and k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPROFILEIMPORTTIME")
+    }
+    env["XDG_CONFIG_HOME"] = str(scratch / "config")  # empty: no user config file
+    env["XDG_CACHE_HOME"] = str(scratch / "cache")
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def compile_bytecode(python: str) -> None:
+    """Compile our package and that interpreter's archspec so neither side pays for compiling."""
+    compileall.compile_dir(str(ROOT / "selector_backend"), quiet=1)
+    subprocess.run(
+        [
+            python,
+            "-c",
+            "import archspec, compileall, os; compileall.compile_dir(os.path.dirname(archspec.__file__), quiet=1)",
+        ],
+        check=True,
+    )
+
+
+def make_clean_venv(where: Path) -> str:
+    """A venv with only the archspec version installed here (pip from the index)."""
+    from importlib.metadata import version
+
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
+    python = str(where / "bin" / "python")
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", f"archspec=={version('archspec')}"],
+        check=True,
+    )
+    return python
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode(errors='replace')}")
+    return elapsed
+
+
+def summary(samples: list[float]) -> dict[str, float]:
+    q = statistics.quantiles(samples, n=4)
+    return {
+        "median_s": statistics.median(samples),
+        "q1_s": q[0],
+        "q3_s": q[2],
+        "iqr_s": q[2] - q[0],
+        "min_s": min(samples),
+        "max_s": max(samples),
+        "stdev_s": statistics.stdev(samples),
+    }
+
+
+def import_times(argv: list[str], env: dict[str, str]) -> list[tuple[int, int, str]]:
+    """(cumulative us, self us, module) for every import of ``python -X importtime ...``."""
+    done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=env, cwd=ROOT, capture_output=True, text=True)
+    rows = []
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:") and "self [us]" not in line:
+            self_us, cumulative_us, name = line.split(":", 1)[1].split("|")
+            rows.append((int(cumulative_us), int(self_us), name.strip()))
+    return rows
+
+
+def profile(ours: list[str], peer: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Where a cold resolve spends its time: the imports the peer does not need, and cProfile."""
+    mine = import_times(ours, env)
+    theirs = {name for _, _, name in import_times(peer, env)}
+    extra = sorted(((s, name) for _, s, name in mine if name not in theirs), reverse=True)
+    prof = subprocess.run(
+        [ours[0], "-m", "cProfile", "-s", "cumulative", *ours[1:]], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    lines = prof.stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip().startswith("ncalls")), len(lines))
+    return {
+        "extra_imports_total_self_ms": sum(s for s, _ in extra) / 1000,
+        "extra_imports_count": len(extra),
+        "extra_imports_by_self_ms": [{"module": n, "self_ms": s / 1000} for s, n in extra[:25]],
+        "imports_by_cumulative_ms": [{"module": n, "cumulative_ms": c / 1000} for c, _, n in sorted(mine)[::-1][:15]],
+        "cprofile_top": lines[start : start + 30],
+    }
+
+
+# Runs in a fresh interpreter: the steps of a cold resolve, timed one after another.
+PHASES_CODE = """
+import json, time
+t = [time.perf_counter()]
+def mark(): t.append(time.perf_counter())
+import argparse, selector_backend.cli, selector_backend.commands.resolve; mark()
+from selector_backend.catalog import load_catalog
+from selector_backend.policy import parse_selector
+from selector_backend.resolve import resolve
+from selector_backend.sources import catalog_matrix
+from selector_backend.settings import load_settings; mark()
+import archspec.cpu; mark()
+catalog = load_catalog(); mark()
+from selector_backend.detect import cpu, libraries, nvidia, system; mark()
+notes = []
+cpu.detect(notes); mark()
+libraries.detect_mpi(notes); mark()
+libraries.detect_nccl(notes); libraries.detect_gloo(notes); mark()
+nvidia.detect(notes); system.os_name(); system.libc(); mark()
+from selector_backend.detect import detect_host
+host = detect_host(); settings = load_settings(); mark()
+res = resolve(host, list(catalog_matrix(catalog)), catalog, parse_selector("auto", catalog))
+json.dumps(res.to_json(), indent=2); mark()
+names = ["cli + argparse imports", "engine imports (catalog, tomllib, policy, resolve, settings)",
+         "archspec.cpu import", "catalog load + validation (loads archspec TARGETS)", "detect imports",
+         "cpu detection (archspec host)", "mpi detection (mpiexec --version)", "nccl + gloo detection",
+         "nvidia detection + os + libc", "detect_host in full (wheel list cached) + settings", "resolve + JSON"]
+print(json.dumps({n: (b - a) * 1000 for n, a, b in zip(names, t, t[1:])}))
+"""
+
+
+def phases(python: str, env: dict[str, str], repeats: int) -> dict[str, float]:
+    """Median milliseconds of each step of a cold resolve, each run in a fresh process."""
+    runs = []
+    for _ in range(repeats):
+        out = subprocess.run([python, "-c", PHASES_CODE], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+        runs.append(json.loads(out.stdout))
+    return {name: round(statistics.median(r[name] for r in runs), 2) for name in runs[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=41, help="measured pairs (default 41)")
+    parser.add_argument("--warmup", type=int, default=3, help="unmeasured pairs first (default 3)")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--profile", action="store_true", help="add -X importtime, cProfile and a step table")
+    parser.add_argument("--clean-venv", action="store_true", help="run both sides in a fresh venv with archspec")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="bench-resolve-") as tmp:
+        scratch = Path(tmp)
+        python = make_clean_venv(scratch / "venv") if args.clean_venv else sys.executable
+        compile_bytecode(python)
+        wrapper = scratch / "hvd-selector"
+        wrapper.write_text(WRAPPER, encoding="utf-8")
+        env = clean_env(scratch)
+        sides = {
+            "hvd_selector_resolve": [python, str(wrapper), "resolve", "--json"],
+            "archspec_host": [python, "-c", PEER_CODE],
+        }
+        samples: dict[str, list[float]] = {name: [] for name in sides}
+        names = list(sides)
+        for round_no in range(args.warmup + args.rounds):
+            order = names if round_no % 2 == 0 else names[::-1]
+            for name in order:
+                elapsed = timed(sides[name], env)
+                if round_no >= args.warmup:
+                    samples[name].append(elapsed)
+        ours, peer = samples["hvd_selector_resolve"], samples["archspec_host"]
+        pair_ratios = [a / b for a, b in zip(ours, peer, strict=True)]
+        result: dict[str, Any] = {
+            "benchmark": "cold hvd-selector resolve --json vs python -c 'import archspec.cpu; archspec.cpu.host()'",
+            "command": "python benchmarks/bench_resolve.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "rounds": args.rounds,
+            "warmup_rounds": args.warmup,
+            "machine": {
+                "python": platform.python_version(),
+                "interpreter": "fresh venv with only archspec" if args.clean_venv else sys.executable,
+                "platform": platform.platform(),
+                "cpus": os.cpu_count(),
+                "loadavg_1m_at_end": os.getloadavg()[0],
+            },
+            "sides": {
+                "hvd_selector_resolve": {"argv": ["hvd-selector", "resolve", "--json"], **summary(ours)},
+                "archspec_host": {"argv": ["python", "-c", PEER_CODE], **summary(peer)},
+            },
+            "ratio_of_medians": statistics.median(ours) / statistics.median(peer),
+            "median_of_pair_ratios": statistics.median(pair_ratios),
+            "pair_ratio_iqr": [statistics.quantiles(pair_ratios, n=4)[0], statistics.quantiles(pair_ratios, n=4)[2]],
+            "target_ratio": TARGET_RATIO,
+        }
+        result["within_target"] = result["ratio_of_medians"] <= TARGET_RATIO
+        if args.profile or not result["within_target"]:
+            result["profile"] = profile(sides["hvd_selector_resolve"], sides["archspec_host"], env)
+            result["profile"]["phases_median_ms"] = phases(python, env, 11)
+    atomic_write_text(args.output, json.dumps(result, indent=2) + "\n")
+
+    for name, side in result["sides"].items():
+        print(
+            f"{name:22s} median {side['median_s'] * 1000:7.1f} ms  IQR {side['q1_s'] * 1000:.1f}-"
+            f"{side['q3_s'] * 1000:.1f} ms  min {side['min_s'] * 1000:.1f}  max {side['max_s'] * 1000:.1f}"
+        )
+    print(
+        f"ratio (median/median) {result['ratio_of_medians']:.2f}x, median pair ratio "
+        f"{result['median_of_pair_ratios']:.2f}x (target <= {TARGET_RATIO}x) -> {args.output}"
+    )
+    if "profile" in result:
+        prof = result["profile"]
+        print(
+            f"imports the peer does not need: {prof['extra_imports_count']} modules, "
+            f"{prof['extra_imports_total_self_ms']:.1f} ms self time; slowest:"
+        )
+        for row in prof["extra_imports_by_self_ms"][:8]:
+            print(f"  {row['self_ms']:7.1f}  {row['module']}")
+        print(
+            "a cold resolve, step by step (median ms of 11 fresh processes; shared modules count where first imported):"
+        )
+        for step, ms in result["profile"]["phases_median_ms"].items():
+            print(f"  {ms:7.1f}  {step}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
