@@ -78,8 +78,9 @@ def make_plan(config_settings: ConfigSettings) -> Plan:
     forced = settings.get("variant")
     if forced:
         variant = catalog.parse_variant(forced, fill_defaults=True)
-        return Plan("source", variant, f"variant {format_variant(variant)} requested by "
-                                       f"{settings.origins.get('variant')}")
+        return Plan(
+            "source", variant, f"variant {format_variant(variant)} requested by {settings.origins.get('variant')}"
+        )
     selector = parse_selector(settings.selector, catalog)
     host = host_profile_for(settings)
     policy = settings.get("build-policy")
@@ -103,8 +104,9 @@ def make_plan(config_settings: ConfigSettings) -> Plan:
             if resolution.selected is not None:
                 chosen = resolution.selected
                 return Plan("prebuilt", chosen.variant, "; ".join(chosen.reasons), chosen)
-            why_not = (f"none of the {len(candidates)} prebuilt variants fits"
-                       + (f" (best: {resolution.candidates[0].reasons[0]})" if resolution.candidates else ""))
+            why_not = f"none of the {len(candidates)} prebuilt variants fits" + (
+                f" (best: {resolution.candidates[0].reasons[0]})" if resolution.candidates else ""
+            )
     if policy == "never-build":
         raise NothingFitsError(f"{why_not}, and build-policy is never-build")
     return Plan("source", ideal_variant(host, catalog, selector), why_not)
@@ -126,8 +128,9 @@ def _fetch_prebuilt(plan: Plan, config_settings: ConfigSettings) -> Path:
 
     settings = _settings(config_settings)
     extra = plan.candidate.candidate.extra
-    return cached_download(extra["url"], extra["sha256"], extra["filename"], settings.cache_dir,
-                           **settings.fetch_options())
+    return cached_download(
+        extra["url"], extra["sha256"], extra["filename"], settings.cache_dir, **settings.fetch_options()
+    )
 
 
 # ------------------------------------------------------------------ PEP 517 hooks
@@ -177,8 +180,9 @@ prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
 
 
 @_clean_errors
-def build_wheel(wheel_directory: str, config_settings: ConfigSettings = None,
-                metadata_directory: str | None = None) -> str:
+def build_wheel(
+    wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None
+) -> str:
     from . import build
     from .catalog import load_catalog
 
@@ -226,8 +230,9 @@ def _source_plan(config_settings: ConfigSettings) -> Plan:
 
 
 @_clean_errors
-def build_editable(wheel_directory: str, config_settings: ConfigSettings = None,
-                   metadata_directory: str | None = None) -> str:
+def build_editable(
+    wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None
+) -> str:
     from . import build
     from .catalog import load_catalog
 

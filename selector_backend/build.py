@@ -27,8 +27,12 @@ from .variant import Variant, format_variant
 
 BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.0", "cmake>=3.24", "ninja")
 NCCL_WHEEL = {"12": "nvidia-nccl-cu12", "13": "nvidia-nccl-cu13"}
-GLOO_CONFIG_GLOBS = ("/usr/share/cmake/Gloo/GlooConfig.cmake", "/usr/lib/*/cmake/Gloo/GlooConfig.cmake",
-                     "/usr/local/share/cmake/Gloo/GlooConfig.cmake", "/usr/local/lib/cmake/Gloo/GlooConfig.cmake")
+GLOO_CONFIG_GLOBS = (
+    "/usr/share/cmake/Gloo/GlooConfig.cmake",
+    "/usr/lib/*/cmake/Gloo/GlooConfig.cmake",
+    "/usr/local/share/cmake/Gloo/GlooConfig.cmake",
+    "/usr/local/lib/cmake/Gloo/GlooConfig.cmake",
+)
 
 
 def log(message: str) -> None:
@@ -63,12 +67,12 @@ def missing_toolchain(variant: Variant) -> list[str]:
     if not _which_any(os.environ.get("CXX", ""), "c++", "g++", "clang++"):
         problems.append("a C++17 compiler (apt install g++, or set CXX)")
     uses = {*variant.values_of("tensor_ops"), *variant.values_of("controllers")}
-    if "gloo" in uses and not (os.environ.get("Gloo_DIR") or any(glob.glob(p) for p in GLOO_CONFIG_GLOBS)):
+    gloo_dir = os.environ.get("Gloo_DIR")  # noqa: SIM112 (CMake's own variable name)
+    if "gloo" in uses and not (gloo_dir or any(glob.glob(p) for p in GLOO_CONFIG_GLOBS)):
         problems.append("Gloo (apt install libgloo-dev, or recipes/gloo/; or set Gloo_DIR)")
     if "mpi" in uses and not _which_any(os.environ.get("MPICC", ""), "mpicc"):
         problems.append("MPI with mpicc (pip install mpich, or apt install libmpich-dev; see recipes/mpi/)")
-    if variant["cuda"] != "none" and not _which_any(os.environ.get("CUDACXX", ""), "nvcc",
-                                                    "/usr/local/cuda/bin/nvcc"):
+    if variant["cuda"] != "none" and not _which_any(os.environ.get("CUDACXX", ""), "nvcc", "/usr/local/cuda/bin/nvcc"):
         problems.append(f"the CUDA {variant['cuda']} toolkit with nvcc (see recipes/cuda/; or set CUDACXX)")
     return problems
 
@@ -76,9 +80,11 @@ def missing_toolchain(variant: Variant) -> list[str]:
 def check_toolchain(variant: Variant) -> None:
     problems = missing_toolchain(variant)
     if problems:
-        raise ExternalError(f"cannot build {format_variant(variant)} from source: missing {'; '.join(problems)}. "
-                            "Install them, or choose a variant this machine can build "
-                            "(e.g. -C selector=cpu, or -C variant='tensor_ops=gloo ...').")
+        raise ExternalError(
+            f"cannot build {format_variant(variant)} from source: missing {'; '.join(problems)}. "
+            "Install them, or choose a variant this machine can build "
+            "(e.g. -C selector=cpu, or -C variant='tensor_ops=gloo ...')."
+        )
 
 
 def skbuild_settings(variant: Variant, catalog: Catalog, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -98,8 +104,14 @@ def verify_wheel_variant(wheel: Path, variant: Variant, catalog: Catalog) -> Non
         raise IntegrityError(f"{wheel.name} was built as {format_variant(built)}, not {format_variant(variant)}")
 
 
-def build_wheel(variant: Variant, catalog: Catalog, wheel_directory: str, *, editable: bool = False,
-                metadata_directory: str | None = None) -> str:
+def build_wheel(
+    variant: Variant,
+    catalog: Catalog,
+    wheel_directory: str,
+    *,
+    editable: bool = False,
+    metadata_directory: str | None = None,
+) -> str:
     """Run scikit-build-core for ``variant``; return the wheel's file name."""
     check_toolchain(variant)
     import scikit_build_core.build as skbuild

@@ -97,9 +97,7 @@ class Catalog(NamedTuple):
     # ------------------------------------------------------------ variants
     def axis(self, name: str) -> Axis:
         if name not in self.axes:
-            raise InputError(
-                f"unknown axis {name!r}{did_you_mean(name, self.axes)}; axes: {', '.join(self.axes)}"
-            )
+            raise InputError(f"unknown axis {name!r}{did_you_mean(name, self.axes)}; axes: {', '.join(self.axes)}")
         return self.axes[name]
 
     def parse_value(self, axis_name: str, text: str | Iterable[str]) -> AxisValue:
@@ -202,8 +200,7 @@ def default_catalog_path() -> Path:
         if candidate.is_file():
             return candidate
     raise InputError(
-        "no variant catalog found (looked for variants/catalog.toml beside "
-        "selector_backend); pass --catalog FILE"
+        "no variant catalog found (looked for variants/catalog.toml beside selector_backend); pass --catalog FILE"
     )
 
 
@@ -300,9 +297,7 @@ class _CatalogReader:
             unknown = set(spec) - {"kind", "values", "default", "cmake", "description", "family"}
             if unknown:
                 raise self.fail(f"axis {name}: unknown key {sorted(unknown)[0]!r}", where, sorted(unknown)[0])
-            default: AxisValue = (
-                defaults[0] if kind == "single" else tuple(sorted(set(defaults), key=values.index))
-            )
+            default: AxisValue = defaults[0] if kind == "single" else tuple(sorted(set(defaults), key=values.index))
             axes[name] = Axis(name, kind, values, default, cmake, str(spec.get("description", "")))
         return axes
 
@@ -319,9 +314,7 @@ class _CatalogReader:
                         fam,
                     )
                 if not targets.known_target(name):
-                    raise self.fail(
-                        f"target {name!r} is not an archspec microarchitecture", "[axes.target]", name
-                    )
+                    raise self.fail(f"target {name!r} is not an archspec microarchitecture", "[axes.target]", name)
                 actual = targets.family(name)
                 if actual != fam:
                     raise self.fail(
@@ -332,9 +325,7 @@ class _CatalogReader:
                 family[name] = fam
         for name in target.values:
             if name not in family:
-                raise self.fail(
-                    f"target {name!r} has no family in [axes.target.family]", "[axes.target]", name
-                )
+                raise self.fail(f"target {name!r} has no family in [axes.target.family]", "[axes.target]", name)
         return family
 
     def read_cuda_lines(self, axes: Mapping[str, Axis]) -> dict[str, CudaLine]:
@@ -349,9 +340,7 @@ class _CatalogReader:
             if not is_version(str(toolkit)):
                 raise self.fail(f"cuda line {name}: toolkit {toolkit!r} is not a version", where, "toolkit")
             if not str(toolkit).startswith(f"{name}."):
-                raise self.fail(
-                    f"cuda line {name}: toolkit {toolkit} is not a CUDA {name}.x", where, "toolkit"
-                )
+                raise self.fail(f"cuda line {name}: toolkit {toolkit} is not a CUDA {name}.x", where, "toolkit")
             archs = self.strings(spec.get("archs"), f"cuda line {name}: archs", where, "archs")
             for arch in archs:
                 if arch not in axes["cuda_arch"].values or arch == "none":
@@ -411,9 +400,7 @@ class _CatalogReader:
             if self.axes[axis].kind == "single" and axis in c.when:
                 allowed &= c.when[axis]
             if not allowed or not c.include.get(axis, frozenset()) <= allowed:
-                raise self.fail(
-                    f"contradictory constraint ({c.message!r}): no value of {axis} satisfies it", *needles
-                )
+                raise self.fail(f"contradictory constraint ({c.message!r}): no value of {axis} satisfies it", *needles)
 
     def read_host_requirements(self) -> dict[tuple[str, str], tuple[str, ...]]:
         raw = self.table(self.data.get("host_requirements", {}), "[host_requirements]", "[host_requirements]")
@@ -485,7 +472,7 @@ class _CatalogReader:
                 )
             variants = []
             for combo in itertools.product(*choices):
-                variant = Variant(dict(zip(catalog.axes, combo)))
+                variant = Variant(dict(zip(catalog.axes, combo, strict=True)))
                 problems = catalog.violations(variant)
                 if problems:
                     raise self.fail(

@@ -37,7 +37,7 @@ PROG = "hvd-selector"
 
 def _load_commands(only: str | None = None) -> list[Any]:
     """Import the command modules (just one when the command is known: cold start)."""
-    names = COMMAND_MODULES
+    names: tuple[str, ...] = COMMAND_MODULES
     if only is not None and only.replace("-", "_") in COMMAND_MODULES:
         names = (only.replace("-", "_"),)
     modules = []

@@ -34,17 +34,14 @@ def check_target(binary_target: str, host: HostProfile) -> Finding:
         ok = binary_target == host.machine
         return Finding(
             ok,
-            f"target {binary_target}: host cpu unknown, only the generic "
-            f"{host.machine} target is assumed to run",
+            f"target {binary_target}: host cpu unknown, only the generic {host.machine} target is assumed to run",
         )
     cpu = host.cpu
     if not targets.known_target(binary_target):
         return Finding(False, f"target {binary_target} is not an archspec microarchitecture")
     fam = targets.family(binary_target)
     if fam != cpu.family:
-        return Finding(
-            False, f"target {binary_target} is an {fam} target; host {cpu.microarch} is {cpu.family}"
-        )
+        return Finding(False, f"target {binary_target} is an {fam} target; host {cpu.microarch} is {cpu.family}")
     if binary_target == cpu.microarch:
         return Finding(True, f"target {binary_target} is the host microarchitecture")
     if targets.runs_on(binary_target, cpu.microarch):
@@ -107,8 +104,7 @@ def check_cuda(archs: Sequence[str], toolkit: str | None, host: HostProfile) -> 
             findings.append(
                 Finding(
                     True,
-                    f"cuda_arch {listed} has no SASS for {sm}; runs on {label} "
-                    f"through PTX JIT of compute_{highest}",
+                    f"cuda_arch {listed} has no SASS for {sm}; runs on {label} through PTX JIT of compute_{highest}",
                 )
             )
         else:
@@ -169,9 +165,7 @@ def has_capability(capability: str, host: HostProfile, mpi_abi: str | None = Non
     return Finding(False, f"unknown capability {capability}")
 
 
-def check_requirements(
-    variant: Variant, catalog: Catalog, host: HostProfile, prebuilt: bool = True
-) -> list[Finding]:
+def check_requirements(variant: Variant, catalog: Catalog, host: HostProfile, prebuilt: bool = True) -> list[Finding]:
     """Host capabilities the variant needs; a prebuilt binary also needs its ABI (catalog [builds])."""
     findings = []
     for axis, value, cap in catalog.requirements_of(variant):

@@ -99,8 +99,16 @@ def _read_bounded(response: IO[bytes], out: IO[bytes], url: str, max_bytes: int)
     return total
 
 
-def fetch_to(url: str, out: IO[bytes], *, accept: str | None = None, max_bytes: int = MAX_PAGE_BYTES,
-             timeout: float = DEFAULT_TIMEOUT, retries: int = DEFAULT_RETRIES, offline: bool = False) -> None:
+def fetch_to(
+    url: str,
+    out: IO[bytes],
+    *,
+    accept: str | None = None,
+    max_bytes: int = MAX_PAGE_BYTES,
+    timeout: float = DEFAULT_TIMEOUT,
+    retries: int = DEFAULT_RETRIES,
+    offline: bool = False,
+) -> None:
     """Copy ``url`` into ``out``: retried on 5xx, timeouts, resets and short bodies."""
     url = normalize_location(url) if "://" not in url else url
     scheme = urllib.parse.urlparse(url).scheme
@@ -172,9 +180,17 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def cached_download(url: str, sha256: str, filename: str, cache_dir: Path, *, offline: bool = False,
-                    max_bytes: int = MAX_WHEEL_BYTES, timeout: float = DEFAULT_TIMEOUT,
-                    retries: int = DEFAULT_RETRIES) -> Path:
+def cached_download(
+    url: str,
+    sha256: str,
+    filename: str,
+    cache_dir: Path,
+    *,
+    offline: bool = False,
+    max_bytes: int = MAX_WHEEL_BYTES,
+    timeout: float = DEFAULT_TIMEOUT,
+    retries: int = DEFAULT_RETRIES,
+) -> Path:
     """The verified file for (url, sha256): from the cache, or downloaded, verified and then cached.
 
     Only a file whose sha256 matches ever appears at the cache path.
@@ -200,8 +216,10 @@ def cached_download(url: str, sha256: str, filename: str, cache_dir: Path, *, of
                 os.fsync(handle.fileno())
             actual = sha256_of(tmp)
             if actual != sha256:
-                raise IntegrityError(f"sha256 mismatch for {url}: the index says {sha256}, the file is {actual}; "
-                                    "refusing it (nothing was installed or cached)")
+                raise IntegrityError(
+                    f"sha256 mismatch for {url}: the index says {sha256}, the file is {actual}; "
+                    "refusing it (nothing was installed or cached)"
+                )
             os.replace(tmp, final)
         finally:
             tmp.unlink(missing_ok=True)

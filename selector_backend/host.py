@@ -169,9 +169,7 @@ class _ProfileReader:
             raise self.fail(f"{where} must be a JSON object")
         for key in value:
             if key not in allowed:
-                raise self.fail(
-                    f"unknown key {where}.{key}{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}"
-                )
+                raise self.fail(f"unknown key {where}.{key}{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}")
         return value
 
     def text(self, value: Any, where: str) -> str | None:
@@ -227,21 +225,16 @@ class _ProfileReader:
             raise self.fail("cpu needs a microarch (an archspec name such as zen3)")
         if not targets.known_target(name):
             raise self.fail(
-                f"cpu.microarch {name!r} is not an archspec microarchitecture"
-                f"{did_you_mean(name, targets._targets())}"
+                f"cpu.microarch {name!r} is not an archspec microarchitecture{did_you_mean(name, targets._targets())}"
             )
         features = cpu.get("features")
-        if features is not None and (
-            not isinstance(features, list) or not all(isinstance(f, str) for f in features)
-        ):
+        if features is not None and (not isinstance(features, list) or not all(isinstance(f, str) for f in features)):
             raise self.fail("cpu.features must be a list of strings")
         derived = CpuInfo.from_microarch(name, tuple(features) if features is not None else None)
         for key in ("generic", "family"):
             given = cpu.get(key)
             if given is not None and given != getattr(derived, key):
-                raise self.fail(
-                    f"cpu.{key} {given!r} contradicts archspec ({name} is {getattr(derived, key)})"
-                )
+                raise self.fail(f"cpu.{key} {given!r} contradicts archspec ({name} is {getattr(derived, key)})")
         return derived
 
     def read_gpus(self, value: Any) -> tuple[GpuInfo, ...]:
@@ -281,7 +274,5 @@ class _ProfileReader:
             version = self.text(info.get("version"), f"libraries.{name}.version")
             if version is not None:
                 parse_version_text(version, f"libraries.{name}.version", self.source)
-            out[name] = LibraryInfo(
-                impl, version, self.text(info.get("location"), f"libraries.{name}.location")
-            )
+            out[name] = LibraryInfo(impl, version, self.text(info.get("location"), f"libraries.{name}.location"))
         return out

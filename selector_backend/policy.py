@@ -50,14 +50,9 @@ class Selector(NamedTuple):
             have = variant.values_of(axis)
             want = pinned if isinstance(pinned, tuple) else (pinned,)
             text = ",".join(want)
-            if isinstance(pinned, tuple):
-                ok = set(want) <= set(have)
-            else:
-                ok = have == want
+            ok = set(want) <= set(have) if isinstance(pinned, tuple) else have == want
             findings.append(
-                Finding(
-                    ok, f"selector pins {axis}={text}" + ("" if ok else f"; candidate has {','.join(have)}")
-                )
+                Finding(ok, f"selector pins {axis}={text}" + ("" if ok else f"; candidate has {','.join(have)}"))
             )
         return findings
 
@@ -84,12 +79,8 @@ def parse_selector(text: str | None, catalog: Catalog) -> Selector:
 
 
 def _check_consistent(selector: Selector) -> None:
-    gpu_pins = [
-        a for a in ("cuda", "cuda_arch") if a in selector.pins and selector.pins[a] not in ("none", ("none",))
-    ]
+    gpu_pins = [a for a in ("cuda", "cuda_arch") if a in selector.pins and selector.pins[a] not in ("none", ("none",))]
     if selector.mode == "cpu" and (gpu_pins or selector.pins.get("tensor_ops") == "nccl"):
-        raise InputError(
-            f"selector cpu contradicts {', '.join(gpu_pins) or 'tensor_ops=nccl'}; drop one of them"
-        )
+        raise InputError(f"selector cpu contradicts {', '.join(gpu_pins) or 'tensor_ops=nccl'}; drop one of them")
     if selector.mode == "gpu-nvidia" and selector.pins.get("cuda") == "none":
         raise InputError("selector gpu-nvidia contradicts cuda=none; drop one of them")

@@ -105,9 +105,7 @@ def rank_key(candidate: Candidate, catalog: Catalog, host: HostProfile) -> tuple
     )
 
 
-def resolve(
-    host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog, selector: Selector
-) -> Resolution:
+def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog, selector: Selector) -> Resolution:
     """Rank every candidate; the best compatible one is selected."""
     evaluated = []
     for index, cand in enumerate(candidates):
@@ -116,9 +114,7 @@ def resolve(
         # reasons: failures first (they are why), then the supporting facts
         reasons = tuple([f.reason for f in findings if not f.ok] + [f.reason for f in findings if f.ok])
         evaluated.append((index, Ranked(cand, ok, reasons)))
-    good = sorted(
-        (r for _, r in evaluated if r.compatible), key=lambda r: rank_key(r.candidate, catalog, host)
-    )
+    good = sorted((r for _, r in evaluated if r.compatible), key=lambda r: rank_key(r.candidate, catalog, host))
     bad = [r for _, r in evaluated if not r.compatible]
     notes: list[str] = []
     try:
@@ -203,16 +199,11 @@ def ideal_variant(host: HostProfile, catalog: Catalog, selector: Selector) -> Va
         values["tensor_ops"] = "nccl"
     else:
         values["cuda"], values["cuda_arch"] = "none", ("none",)
-        options = [
-            t for t in catalog.preferences.get("tensor_ops", catalog.axes["tensor_ops"].values) if t != "nccl"
-        ]
+        options = [t for t in catalog.preferences.get("tensor_ops", catalog.axes["tensor_ops"].values) if t != "nccl"]
         usable = [
             t
             for t in options
-            if all(
-                compat.has_capability(cap, host).ok
-                for cap in catalog.host_requirements.get(("tensor_ops", t), ())
-            )
+            if all(compat.has_capability(cap, host).ok for cap in catalog.host_requirements.get(("tensor_ops", t), ()))
         ]
         values["tensor_ops"] = usable[0] if usable else options[-1]
     values.update({k: v for k, v in pins.items() if k not in ("target",)})

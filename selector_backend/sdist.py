@@ -34,8 +34,11 @@ def embed_index_urls(sdist: Path, urls: tuple[str, ...]) -> None:
     fd, tmp = tempfile.mkstemp(dir=sdist.parent, prefix=f".{sdist.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as out:
+        with (
+            open(tmp, "wb") as raw,
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as out,
+        ):
             for member, data in members:
                 if member.name == f"{top}/pyproject.toml" and data is not None:
                     data = with_index_urls(data.decode("utf-8"), urls).encode("utf-8")

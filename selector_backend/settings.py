@@ -111,9 +111,7 @@ def _default_cache() -> Path:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option(
-        "selector", _text, "auto", "selector policy: auto, cpu, gpu-nvidia, plus pins like tensor_ops=mpi"
-    ),
+    Option("selector", _text, "auto", "selector policy: auto, cpu, gpu-nvidia, plus pins like tensor_ops=mpi"),
     Option(
         "index-url",
         _list,
@@ -131,9 +129,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("index-retries", _count, 3, "retries of a failed index request (5xx, timeout, reset, short body)"),
     Option("offline", _bool, False, "use only the cache and file/directory indexes; no network"),
     Option("host-profile", _path, None, "read the HostProfile JSON from this file instead of detecting"),
-    Option(
-        "variant", _text, None, "build exactly this variant from source ('target=x86_64_v3 tensor_ops=gloo')"
-    ),
+    Option("variant", _text, None, "build exactly this variant from source ('target=x86_64_v3 tensor_ops=gloo')"),
     # host facts: each replaces one detected fact
     Option("target", _text, None, "host CPU microarchitecture (archspec name), e.g. x86_64_v3 or zen3", True),
     Option("os", _text, None, "host os in Spack naming, e.g. ubuntu24.04", True),
@@ -167,8 +163,11 @@ class Settings(NamedTuple):
 
     def fetch_options(self) -> dict[str, Any]:
         """Keyword arguments for selector_backend.fetch calls."""
-        return {"offline": bool(self.get("offline")), "timeout": float(self.get("index-timeout")),
-                "retries": int(self.get("index-retries"))}
+        return {
+            "offline": bool(self.get("offline")),
+            "timeout": float(self.get("index-timeout")),
+            "retries": int(self.get("index-retries")),
+        }
 
     def host_overrides(self) -> dict[str, Any]:
         return {o.name: self.values[o.name] for o in OPTIONS if o.host_fact and o.name in self.values}
@@ -234,7 +233,7 @@ def load_settings(
     for path in config_file_candidates():
         if path.is_file():
             doc = load_toml(path)
-            _from_mapping(doc.data, str(path), values, origins, lambda key, doc=doc: doc.locate(key))
+            _from_mapping(doc.data, str(path), values, origins, doc.locate)
         elif env.get(ENV_PREFIX + "CONFIG"):
             raise InputError(f"{ENV_PREFIX}CONFIG={path}: no such file")
     known_env = {o.env: o for o in OPTIONS}
@@ -251,9 +250,7 @@ def load_settings(
             continue
         option = known_env.get(name)
         if option is None:
-            raise InputError(
-                f"unknown environment variable {name}{did_you_mean(name, [*known_env, *extra_env])}"
-            )
+            raise InputError(f"unknown environment variable {name}{did_you_mean(name, [*known_env, *extra_env])}")
         _set(option, value, name, values, origins)
     if "HVD_SELECTOR" in env and ENV_PREFIX + "SELECTOR" not in env:
         _set(OPTIONS_BY_NAME["selector"], env["HVD_SELECTOR"], "HVD_SELECTOR", values, origins)
@@ -299,13 +296,10 @@ def apply_host_overrides(profile: HostProfile, settings: Settings) -> HostProfil
                 changes["gpus"] = ()
             else:
                 changes["gpus"] = tuple(
-                    GpuInfo("nvidia", f"GPU from {source}", parse_compute_capability(v, source))
-                    for v in value
+                    GpuInfo("nvidia", f"GPU from {source}", parse_compute_capability(v, source)) for v in value
                 )
         elif name == "cuda-driver":
-            changes["cuda_driver"] = (
-                None if _none(value) else parse_version_text(value, "cuda driver", source)
-            )
+            changes["cuda_driver"] = None if _none(value) else parse_version_text(value, "cuda driver", source)
         elif name == "mpi":
             if _none(value):
                 libraries["mpi"] = None
@@ -318,9 +312,7 @@ def apply_host_overrides(profile: HostProfile, settings: Settings) -> HostProfil
                 )
         elif name == "nccl":
             libraries["nccl"] = (
-                None
-                if _none(value)
-                else LibraryInfo("nccl", parse_version_text(value, "NCCL version", source), source)
+                None if _none(value) else LibraryInfo("nccl", parse_version_text(value, "NCCL version", source), source)
             )
         elif name == "gloo":
             libraries["gloo"] = (

@@ -36,6 +36,11 @@ def index_candidates(urls: Iterable[str], catalog: Catalog, host: HostProfile, s
     for position, url in enumerate(urls):
         for entry in variant_index.read_index(url, catalog, **settings.fetch_options()):
             finding, tag_rank = check_wheel_tags(entry.wheel, host, ranked_tags)
-            extra = {"filename": entry.filename, "url": entry.url, "sha256": entry.sha256,
-                     "label": entry.label, "index": url}
+            extra = {
+                "filename": entry.filename,
+                "url": entry.url,
+                "sha256": entry.sha256,
+                "label": entry.label,
+                "index": url,
+            }
             yield Candidate(entry.variant, "index", extra, (finding,), order=position * 10**9 + tag_rank)

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import Union
 
-AxisValue = Union[str, tuple[str, ...]]
+AxisValue = str | tuple[str, ...]
 
 
 class Variant(Mapping[str, AxisValue]):

@@ -96,7 +96,7 @@ def parse_project_page(kind: str, body: bytes, page_url: str) -> list[IndexFile]
     for href in parser.hrefs:
         url, _, fragment = urllib.parse.urljoin(page_url, href).partition("#")
         filename = urllib.parse.unquote(url.rstrip("/").rsplit("/", 1)[-1])
-        sha = fragment[len("sha256="):] if fragment.startswith("sha256=") else None
+        sha = fragment[len("sha256=") :] if fragment.startswith("sha256=") else None
         files.append(IndexFile(filename, url, sha))
     return files
 

@@ -31,8 +31,11 @@ def platform_tags(host: HostProfile) -> list[str]:
             tags += [f"musllinux_{major}_{m}_{arch}" for m in range(minor, -1, -1)]
         return [*tags, f"linux_{arch}"]
     if host.platform == "darwin":
-        return [f"macosx_{v}_0_{a}" for v in range(15, 10, -1) for a in (arch if arch != "aarch64" else "arm64",
-                                                                         "universal2")]
+        return [
+            f"macosx_{v}_0_{a}"
+            for v in range(15, 10, -1)
+            for a in (arch if arch != "aarch64" else "arm64", "universal2")
+        ]
     return []
 
 
@@ -55,6 +58,7 @@ def check_wheel_tags(wheel: WheelName, host: HostProfile, ranked_tags: dict[str,
     best = min((ranked_tags[t] for t in wheel.tags() if t in ranked_tags), default=None)
     tag = f"{wheel.python}-{wheel.abi}-{wheel.platform}"
     if best is None:
-        return Finding(False, f"wheel tag {tag} is not supported by host ({host.python}, {host.libc}, "
-                              f"{host.machine})"), 10**9
+        return Finding(
+            False, f"wheel tag {tag} is not supported by host ({host.python}, {host.libc}, {host.machine})"
+        ), 10**9
     return Finding(True, f"wheel tag {tag} is supported by the host"), best

@@ -25,8 +25,12 @@ class WheelName(NamedTuple):
 
     def tags(self) -> list[str]:
         """Every python-abi-platform tag the name expands to (compressed tag sets)."""
-        return [f"{p}-{a}-{pl}" for p in self.python.split(".") for a in self.abi.split(".")
-                for pl in self.platform.split(".")]
+        return [
+            f"{p}-{a}-{pl}"
+            for p in self.python.split(".")
+            for a in self.abi.split(".")
+            for pl in self.platform.split(".")
+        ]
 
 
 def parse_wheel_name(filename: str) -> WheelName:
@@ -35,9 +39,8 @@ def parse_wheel_name(filename: str) -> WheelName:
         raise InputError(f"{filename!r} is not a wheel file name")
     parts = filename[:-4].split("-")
     label = None
-    if len(parts) == 6 and not parts[2][:1].isdigit() and _LABEL.fullmatch(parts[5]):
-        label = parts.pop()
-    elif len(parts) == 7 and _LABEL.fullmatch(parts[6]):
+    labelled_six = len(parts) == 6 and not parts[2][:1].isdigit()  # else the sixth part is a build tag
+    if (labelled_six or len(parts) == 7) and _LABEL.fullmatch(parts[-1]):
         label = parts.pop()
     if len(parts) == 5:
         name, version, python, abi, platform = parts

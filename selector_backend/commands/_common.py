@@ -23,9 +23,7 @@ def add_resolution_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SEL",
         help="auto (default), cpu, gpu-nvidia, and/or pins like 'tensor_ops=mpi cuda_arch=80'",
     )
-    parser.add_argument(
-        "--catalog", type=Path, metavar="FILE", help="variant catalog (default: the project's)"
-    )
+    parser.add_argument("--catalog", type=Path, metavar="FILE", help="variant catalog (default: the project's)")
     parser.add_argument(
         "-C",
         "--config-setting",

@@ -22,8 +22,9 @@ REINSTALL = "pip install --no-cache-dir --force-reinstall hvd-selector"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable report")
-    parser.add_argument("--variant-json", type=Path, metavar="FILE",
-                        help="check this variant.json instead of the installed package's")
+    parser.add_argument(
+        "--variant-json", type=Path, metavar="FILE", help="check this variant.json instead of the installed package's"
+    )
     add_resolution_arguments(parser)
 
 
@@ -50,8 +51,10 @@ def run(args: argparse.Namespace) -> int:
     catalog = catalog_from_args(args)
     path = args.variant_json or installed_variant_json()
     if path is None:
-        raise InputError("no installed hvd-selector build with a variant.json was found in this environment; "
-                         f"install it first: {REINSTALL}")
+        raise InputError(
+            "no installed hvd-selector build with a variant.json was found in this environment; "
+            f"install it first: {REINSTALL}"
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -60,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     host = host_from_settings(settings)
     findings = compat.check_variant(installed, catalog, host)
     findings = [f for f in findings if "prebuilt MPI builds use" not in f.reason] + [
-        f for f in compat.check_requirements(installed, catalog, host, prebuilt=False) if not f.ok]
+        f for f in compat.check_requirements(installed, catalog, host, prebuilt=False) if not f.ok
+    ]
     runs = compat.compatible(findings)
     best = ideal_variant(host, catalog, parse_selector(settings.selector, catalog))
     report: dict[str, Any] = {

@@ -82,8 +82,7 @@ def print_summary(resolution: Resolution) -> None:
         print(f"note: {note}")
     count = sum(1 for c in resolution.candidates if c.compatible)
     print(
-        f"{count} of {len(resolution.candidates)} candidates fit (selector: {resolution.selector}); "
-        "--explain shows all"
+        f"{count} of {len(resolution.candidates)} candidates fit (selector: {resolution.selector}); --explain shows all"
     )
 
 

@@ -122,11 +122,7 @@ def detect_nccl(notes: list[str]) -> LibraryInfo | None:
         libs = sorted(glob.glob(os.path.join(directory, "libnccl.so*")))
         if libs:
             header = next(
-                (
-                    Path(p)
-                    for p in ("/usr/include/nccl.h", "/usr/local/cuda/include/nccl.h")
-                    if Path(p).exists()
-                ),
+                (Path(p) for p in ("/usr/include/nccl.h", "/usr/local/cuda/include/nccl.h") if Path(p).exists()),
                 None,
             )
             found.append(LibraryInfo("nccl", _nccl_header_version(header) if header else None, libs[0]))

@@ -9,6 +9,7 @@ boundary: with HVD_SELECTOR_NVML_REPLAY=FILE it returns recorded NVML answers
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -69,10 +70,8 @@ def query_nvml(nvml: Any) -> NvidiaFacts:
             )
         return NvidiaFacts(tuple(gpus), driver)
     finally:
-        try:
+        with contextlib.suppress(Exception):
             nvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def parse_nvidia_smi(summary: str, query_csv: str | None) -> NvidiaFacts:
@@ -106,9 +105,7 @@ def detect(notes: list[str]) -> NvidiaFacts:
     smi = shutil.which("nvidia-smi")
     if smi:
         summary = run_text([smi], notes) or ""
-        csv = run_text(
-            [smi, "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"], notes
-        )
+        csv = run_text([smi, "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"], notes)
         facts = parse_nvidia_smi(summary, csv)
         if facts.gpus or facts.cuda_driver:
             notes.append(f"nvidia-smi: {len(facts.gpus)} GPU(s), CUDA {facts.cuda_driver}")

@@ -41,8 +41,9 @@ def test_url_policy_refuses_non_loopback_http_and_other_schemes(location: str) -
         fetch.normalize_location(location)
 
 
-@pytest.mark.parametrize("location", ["http://127.0.0.1:9/simple", "http://localhost/x", "http://[::1]:8/x",
-                                      "https://example.org/simple"])
+@pytest.mark.parametrize(
+    "location", ["http://127.0.0.1:9/simple", "http://localhost/x", "http://[::1]:8/x", "https://example.org/simple"]
+)
 def test_url_policy_allows_https_and_loopback_http(location: str) -> None:
     assert fetch.normalize_location(location) == location
 

@@ -57,7 +57,8 @@ def test_forced_variant_asks_for_the_build_toolchain_only() -> None:
 
 def test_nccl_source_build_asks_for_the_nccl_wheel_of_its_cuda_line() -> None:
     requires = backend.get_requires_for_build_wheel(
-        {"variant": "target=x86_64_v3 cuda=12 cuda_arch=80 tensor_ops=nccl controllers=gloo"})
+        {"variant": "target=x86_64_v3 cuda=12 cuda_arch=80 tensor_ops=nccl controllers=gloo"}
+    )
     assert "nvidia-nccl-cu12" in requires
 
 
@@ -103,20 +104,23 @@ def test_unreachable_index_falls_back_to_a_source_build(tmp_path: Path, capsys: 
     with serve(tmp_path / "site") as server:
         server.queue("/simple/hvd-selector/", "500", "500", "500")
         requires = backend.get_requires_for_build_wheel(
-            {"index-url": f"{server.url}/simple", "index-retries": "2", "index-timeout": "2"})
+            {"index-url": f"{server.url}/simple", "index-retries": "2", "index-timeout": "2"}
+        )
         assert server.count("/simple/hvd-selector/") == 3
     assert requires == list(BASE_BUILD_REQUIRES)
     assert "falling back to a source build" in capsys.readouterr().err
 
 
-def test_unreachable_index_with_never_build_fails_with_exit_4(tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreachable_index_with_never_build_fails_with_exit_4(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "site").mkdir()
     with serve(tmp_path / "site") as server:
         server.queue("/simple/hvd-selector/", "500", "500")
         with pytest.raises(SystemExit) as excinfo:
             backend.get_requires_for_build_wheel(
-                {"index-url": f"{server.url}/simple", "index-retries": "1", "build-policy": "never-build"})
+                {"index-url": f"{server.url}/simple", "index-retries": "1", "build-policy": "never-build"}
+            )
     assert exit_code(excinfo) == 4
     assert "failed after 2 attempts" in capsys.readouterr().err
 
@@ -128,6 +132,6 @@ def test_build_sdist_embeds_the_index_url(tmp_path: Path) -> None:
         names = sdist.getnames()
         top = names[0].split("/")[0]
         text = sdist.extractfile(f"{top}/pyproject.toml").read().decode()  # type: ignore[union-attr]
-    assert '[tool.hvd-selector]' in text and 'index-url = ["https://variants.example.org/simple"]' in text
+    assert "[tool.hvd-selector]" in text and 'index-url = ["https://variants.example.org/simple"]' in text
     assert f"{top}/selector_backend/backend.py" in names and f"{top}/variants/catalog.toml" in names
     assert not any("/build/" in n or "__pycache__" in n for n in names)
