@@ -143,6 +143,24 @@ OPTIONS: tuple[Option, ...] = (
 )
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 
+# HVD_SELECTOR_* variables that are not settings: accepted (not "unknown") and documented from here.
+OTHER_ENV: dict[str, str] = {
+    ENV_PREFIX + "CONFIG": "read this config file instead of the system and user ones",
+    ENV_PREFIX + "DEBUG": "show a traceback for internal errors instead of one line",
+    ENV_PREFIX + "DETECT_TIMEOUT": "seconds one detector (a tool, NVML) may take before it is skipped (default 5)",
+    ENV_PREFIX + "NVML_REPLAY": "replay recorded NVML answers from this JSON file instead of asking the driver",
+    ENV_PREFIX + "RUN_GPU": "test suite: also run the tests marked gpu",
+    # set by `hvd-selector run` for each rank it starts; a rank may itself run hvd-selector
+    ENV_PREFIX + "TIMEOUT": "hvd-selector run: seconds a rank waits for its peers (default 60)",
+    ENV_PREFIX + "RANK": "set by hvd-selector run: this process's rank",
+    ENV_PREFIX + "SIZE": "set by hvd-selector run: number of ranks",
+    ENV_PREFIX + "LOCAL_RANK": "set by hvd-selector run: rank on this host",
+    ENV_PREFIX + "LOCAL_SIZE": "set by hvd-selector run: ranks on this host",
+    ENV_PREFIX + "RENDEZVOUS": "set by hvd-selector run: the rendezvous address",
+    ENV_PREFIX + "SECRET": "set by hvd-selector run: the rendezvous authentication key",
+    ENV_PREFIX + "HOSTNAME": "runtime: the host name this rank advertises to its peers (default: this machine's)",
+}
+
 
 class Settings(NamedTuple):
     values: Mapping[str, Any] = MappingProxyType({})
@@ -237,14 +255,7 @@ def load_settings(
         elif env.get(ENV_PREFIX + "CONFIG"):
             raise InputError(f"{ENV_PREFIX}CONFIG={path}: no such file")
     known_env = {o.env: o for o in OPTIONS}
-    extra_env = {
-        ENV_PREFIX + "CONFIG",
-        ENV_PREFIX + "DEBUG",
-        ENV_PREFIX + "DETECT_TIMEOUT",
-        ENV_PREFIX + "NVML_REPLAY",
-        ENV_PREFIX + "RUN_GPU",
-        ENV_PREFIX + "TIMEOUT",
-    }
+    extra_env = set(OTHER_ENV)
     for name, value in env.items():
         if not name.startswith(ENV_PREFIX) or name in extra_env:
             continue
