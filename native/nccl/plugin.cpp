@@ -57,9 +57,9 @@ std::string call_name(const char* what) {
   return name.substr(0, name.find('('));
 }
 
-int cuda_fail(const char* what, cudaError_t err) {
+int cuda_fail(const std::string& what, cudaError_t err) {
   cudaGetLastError();  // clear a non-sticky error so the next call starts clean
-  std::string code = call_name(what) + ": " + cudaGetErrorName(err);
+  std::string code = what + ": " + cudaGetErrorName(err);
   if (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice) {
     std::string problem = driver_problem();
     if (!problem.empty()) return fail(problem + " [" + code + "]");
@@ -88,23 +88,23 @@ struct State {
 
 State g_state;
 
-int nccl_fail(const char* what, ncclResult_t res) {
-  std::string message = call_name(what) + " failed: " + ncclGetErrorString(res);
+int nccl_fail(const std::string& what, ncclResult_t res) {
+  std::string message = what + " failed: " + ncclGetErrorString(res);
   const char* detail = g_state.comm ? ncclGetLastError(g_state.comm) : ncclGetLastError(nullptr);
   if (detail && *detail) message += std::string(" (") + detail + ")";
   return fail(message);
 }
 
-#define CUDA_TRY(call)                                      \
-  do {                                                      \
-    cudaError_t err_ = (call);                              \
-    if (err_ != cudaSuccess) return cuda_fail(#call, err_); \
+#define CUDA_TRY(call)                                                 \
+  do {                                                                 \
+    cudaError_t err_ = (call);                                         \
+    if (err_ != cudaSuccess) return cuda_fail(call_name(#call), err_); \
   } while (0)
 
-#define NCCL_TRY(call)                                      \
-  do {                                                      \
-    ncclResult_t res_ = (call);                             \
-    if (res_ != ncclSuccess) return nccl_fail(#call, res_); \
+#define NCCL_TRY(call)                                                 \
+  do {                                                                 \
+    ncclResult_t res_ = (call);                                        \
+    if (res_ != ncclSuccess) return nccl_fail(call_name(#call), res_); \
   } while (0)
 
 size_t element_size(int dtype) {
@@ -142,12 +142,26 @@ bool nccl_op(int op, ncclRedOp_t* out) {
   }
 }
 
+// What a collective passes to NCCL, checked once by begin().
+struct Launch {
+  ncclDataType_t type = ncclFloat32;
+  ncclRedOp_t red = ncclSum;
+  cudaStream_t stream = nullptr;
+};
+
 // Common preamble of every collective: initialized, valid dtype, right device.
-int begin(int dtype, ncclDataType_t* type, void* stream, cudaStream_t* out_stream) {
+int begin(int dtype, void* stream, Launch* out) {
   if (!g_state.comm) return fail("the NCCL communicator is not initialized: call init() first");
-  if (!nccl_dtype(dtype, type)) return fail("unknown dtype " + std::to_string(dtype));
+  if (!nccl_dtype(dtype, &out->type)) return fail("unknown dtype " + std::to_string(dtype));
   CUDA_TRY(cudaSetDevice(g_state.device));
-  *out_stream = stream ? static_cast<cudaStream_t>(stream) : g_state.stream;
+  out->stream = stream ? static_cast<cudaStream_t>(stream) : g_state.stream;
+  return 0;
+}
+
+// begin() plus a valid reduction op.
+int begin_reduction(int dtype, int op, void* stream, Launch* out) {
+  if (int rc = begin(dtype, stream, out)) return rc;
+  if (!nccl_op(op, &out->red)) return fail("unknown reduction op " + std::to_string(op));
   return 0;
 }
 
@@ -299,27 +313,21 @@ int finalize() {
 int allreduce(void* device_buf, size_t count, int dtype, int op, double prescale, double postscale,
               void* stream) {
   std::lock_guard<std::mutex> lock(g_state.mu);
-  ncclDataType_t type;
-  ncclRedOp_t red;
-  cudaStream_t s;
-  if (int rc = begin(dtype, &type, stream, &s)) return rc;
-  if (!nccl_op(op, &red)) return fail("unknown reduction op " + std::to_string(op));
+  Launch l;
+  if (int rc = begin_reduction(dtype, op, stream, &l)) return rc;
   if (count == 0) return 0;
-  if (prescale != 1.0) CUDA_TRY(hvd_nccl::scale_buffer(device_buf, count, dtype, prescale, s));
-  NCCL_TRY(ncclAllReduce(device_buf, device_buf, count, type, red, g_state.comm, s));
+  if (prescale != 1.0) CUDA_TRY(hvd_nccl::scale_buffer(device_buf, count, dtype, prescale, l.stream));
+  NCCL_TRY(ncclAllReduce(device_buf, device_buf, count, l.type, l.red, g_state.comm, l.stream));
   double post = effective_postscale(op, postscale);
-  if (post != 1.0) CUDA_TRY(hvd_nccl::scale_buffer(device_buf, count, dtype, post, s));
+  if (post != 1.0) CUDA_TRY(hvd_nccl::scale_buffer(device_buf, count, dtype, post, l.stream));
   return 0;
 }
 
 int grouped_allreduce(void* const* device_bufs, const size_t* counts, size_t n, int dtype, int op,
                       double prescale, double postscale, void* stream) {
   std::lock_guard<std::mutex> lock(g_state.mu);
-  ncclDataType_t type;
-  ncclRedOp_t red;
-  cudaStream_t s;
-  if (int rc = begin(dtype, &type, stream, &s)) return rc;
-  if (!nccl_op(op, &red)) return fail("unknown reduction op " + std::to_string(op));
+  Launch l;
+  if (int rc = begin_reduction(dtype, op, stream, &l)) return rc;
   if (n == 0) return 0;
   if (!device_bufs || !counts) return fail("grouped_allreduce: device_bufs or counts is NULL");
   size_t elem = element_size(dtype);
@@ -328,7 +336,7 @@ int grouped_allreduce(void* const* device_bufs, const size_t* counts, size_t n, 
   if (total == 0) return 0;
   if (int rc = ensure_fusion(total * elem)) return rc;
   // The previous grouped call (maybe on another stream) must be done with the buffer.
-  CUDA_TRY(cudaStreamWaitEvent(s, g_state.fusion_free, 0));
+  CUDA_TRY(cudaStreamWaitEvent(l.stream, g_state.fusion_free, 0));
   std::vector<hvd_nccl::CopyItem> pack, unpack;
   pack.reserve(n);
   unpack.reserve(n);
@@ -340,26 +348,25 @@ int grouped_allreduce(void* const* device_bufs, const size_t* counts, size_t n, 
     unpack.push_back({fusion + offset, device_bufs[i], counts[i]});
     offset += counts[i] * elem;
   }
-  CUDA_TRY(hvd_nccl::batched_scaled_copy(pack.data(), pack.size(), dtype, prescale, s));
-  NCCL_TRY(ncclAllReduce(fusion, fusion, total, type, red, g_state.comm, s));
+  CUDA_TRY(hvd_nccl::batched_scaled_copy(pack.data(), pack.size(), dtype, prescale, l.stream));
+  NCCL_TRY(ncclAllReduce(fusion, fusion, total, l.type, l.red, g_state.comm, l.stream));
   CUDA_TRY(hvd_nccl::batched_scaled_copy(unpack.data(), unpack.size(), dtype,
-                                         effective_postscale(op, postscale), s));
-  CUDA_TRY(cudaEventRecord(g_state.fusion_free, s));
+                                         effective_postscale(op, postscale), l.stream));
+  CUDA_TRY(cudaEventRecord(g_state.fusion_free, l.stream));
   return 0;
 }
 
 int allgatherv(const void* send, void* recv, const size_t* recv_counts, int dtype, void* stream) {
   std::lock_guard<std::mutex> lock(g_state.mu);
-  ncclDataType_t type;
-  cudaStream_t s;
-  if (int rc = begin(dtype, &type, stream, &s)) return rc;
+  Launch l;
+  if (int rc = begin(dtype, stream, &l)) return rc;
   if (!recv_counts) return fail("allgatherv: recv_counts is NULL");
   size_t elem = element_size(dtype);
   bool equal = true;
   for (int r = 1; r < g_state.size; ++r) equal = equal && recv_counts[r] == recv_counts[0];
   if (equal) {
     if (recv_counts[0] == 0) return 0;
-    NCCL_TRY(ncclAllGather(send, recv, recv_counts[0], type, g_state.comm, s));
+    NCCL_TRY(ncclAllGather(send, recv, recv_counts[0], l.type, g_state.comm, l.stream));
     return 0;
   }
   // Uneven counts: one broadcast per rank, fused by a group (Horovod's way).
@@ -368,8 +375,8 @@ int allgatherv(const void* send, void* recv, const size_t* recv_counts, int dtyp
     for (int r = 0; r < g_state.size; ++r) {
       if (recv_counts[r] > 0) {
         char* dst = static_cast<char*>(recv) + offset * elem;
-        ncclResult_t res =
-            ncclBroadcast(r == g_state.rank ? send : dst, dst, recv_counts[r], type, r, g_state.comm, s);
+        ncclResult_t res = ncclBroadcast(r == g_state.rank ? send : dst, dst, recv_counts[r], l.type, r,
+                                         g_state.comm, l.stream);
         if (res != ncclSuccess) return res;
       }
       offset += recv_counts[r];
@@ -380,37 +387,35 @@ int allgatherv(const void* send, void* recv, const size_t* recv_counts, int dtyp
 
 int broadcast(void* device_buf, size_t count, int dtype, int root, void* stream) {
   std::lock_guard<std::mutex> lock(g_state.mu);
-  ncclDataType_t type;
-  cudaStream_t s;
-  if (int rc = begin(dtype, &type, stream, &s)) return rc;
+  Launch l;
+  if (int rc = begin(dtype, stream, &l)) return rc;
   if (root < 0 || root >= g_state.size) {
     return fail("broadcast: root " + std::to_string(root) + " is not in [0, " + std::to_string(g_state.size) +
                 ")");
   }
   if (count == 0) return 0;
-  NCCL_TRY(ncclBroadcast(device_buf, device_buf, count, type, root, g_state.comm, s));
+  NCCL_TRY(ncclBroadcast(device_buf, device_buf, count, l.type, root, g_state.comm, l.stream));
   return 0;
 }
 
 int alltoallv(const void* send, const size_t* send_counts, void* recv, const size_t* recv_counts, int dtype,
               void* stream) {
   std::lock_guard<std::mutex> lock(g_state.mu);
-  ncclDataType_t type;
-  cudaStream_t s;
-  if (int rc = begin(dtype, &type, stream, &s)) return rc;
+  Launch l;
+  if (int rc = begin(dtype, stream, &l)) return rc;
   if (!send_counts || !recv_counts) return fail("alltoallv: send_counts or recv_counts is NULL");
   size_t elem = element_size(dtype);
   return in_group("alltoallv (grouped ncclSend/ncclRecv)", [&] {
     size_t send_offset = 0, recv_offset = 0;
     for (int r = 0; r < g_state.size; ++r) {
       if (send_counts[r] > 0) {
-        ncclResult_t res = ncclSend(static_cast<const char*>(send) + send_offset * elem, send_counts[r], type,
-                                    r, g_state.comm, s);
+        ncclResult_t res = ncclSend(static_cast<const char*>(send) + send_offset * elem, send_counts[r],
+                                    l.type, r, g_state.comm, l.stream);
         if (res != ncclSuccess) return res;
       }
       if (recv_counts[r] > 0) {
-        ncclResult_t res =
-            ncclRecv(static_cast<char*>(recv) + recv_offset * elem, recv_counts[r], type, r, g_state.comm, s);
+        ncclResult_t res = ncclRecv(static_cast<char*>(recv) + recv_offset * elem, recv_counts[r], l.type, r,
+                                    g_state.comm, l.stream);
         if (res != ncclSuccess) return res;
       }
       send_offset += send_counts[r];
@@ -434,7 +439,7 @@ int synchronize(void* stream) {
     ncclResult_t async = ncclSuccess;
     NCCL_TRY(ncclCommGetAsyncError(g_state.comm, &async));
     if (async != ncclSuccess) {
-      int status = nccl_fail("NCCL (asynchronous error; communicator aborted)", async);
+      int status = nccl_fail("NCCL asynchronous error (communicator aborted)", async);
       ncclCommAbort(g_state.comm);
       g_state.comm = nullptr;
       return status;
