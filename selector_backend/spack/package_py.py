@@ -56,7 +56,7 @@ def _condition(axis: str, value: str) -> str:
 
 
 def constraint_directives(catalog: Catalog) -> list[Directive]:
-    """The catalog's constraints and CUDA lines as Spack directives.
+    """The catalog's constraints as Spack directives.
 
     cuda=none requiring cuda_arch=none needs no directive: CudaPackage only
     defines cuda_arch when +cuda. A constraint of another shape is an error,
@@ -88,14 +88,22 @@ def constraint_directives(catalog: Catalog) -> list[Directive]:
         for axis, needed in c.include.items():
             for value in sorted(needed, key=catalog.axes[axis].values.index):
                 out.append(Directive("requires", _condition(axis, value), when, c.message))
-    for name, line in catalog.cuda_lines.items():
-        for arch in catalog.axes["cuda_arch"].values:
-            if arch != "none" and arch not in line.archs:
-                out.append(
-                    Directive(
-                        "conflicts", f"cuda_arch={arch}", f"^cuda@{name}", f"CUDA {name} cannot build cuda_arch {arch}"
-                    )
-                )
+    return out
+
+
+def line_directives(catalog: Catalog, known_archs: tuple[str, ...]) -> list[Directive]:
+    """The archs each CUDA line cannot build, among those a Spack's CudaPackage knows.
+
+    package.py computes these in a loop over CudaPackage.cuda_arch_values: a
+    directive naming an arch that Spack version lacks (100 in Spack 0.23) is an
+    error there, so only the known ones can be written.
+    """
+    out = []
+    for arch in known_archs:
+        for name, line in catalog.cuda_lines.items():
+            if arch in catalog.axes["cuda_arch"].values and arch != "none" and arch not in line.archs:
+                msg = f"CUDA {name} cannot build cuda_arch {arch}"
+                out.append(Directive("conflicts", f"cuda_arch={arch}", f"^cuda@{name}", msg))
     return out
 
 
@@ -204,6 +212,8 @@ def render_package(catalog: Catalog) -> str:
         *_fmt(targets_most_specific_first(catalog), 0, "HVD_TARGETS = "),
         "#: Value order of the multi-valued axes (the CMake value joins them in this order).",
         *_fmt(order, 0, "HVD_VALUE_ORDER = "),
+        "#: What each catalog CUDA line (the ^cuda major) can build.",
+        *_fmt({n: ln.archs for n, ln in catalog.cuda_lines.items()}, 0, "HVD_CUDA_LINES = "),
         "#: CMake cache variable of each axis (selector_backend.cmake_config.cmake_defines).",
         *_fmt(cmake, 0, "HVD_CMAKE = "),
         "",
@@ -267,10 +277,16 @@ def render_package(catalog: Catalog) -> str:
         )
         lines += _fmt(call, 4)
     lines += [
-        "    # cuda and cuda_arch are CudaPackage's; only the catalog's archs (HVD_VALUE_ORDER) are built",
+        "    # cuda and cuda_arch are CudaPackage's: refuse the archs the catalog does not build, and",
+        "    # per CUDA line the archs it cannot build (a loop: Spack versions know different archs)",
         "    for _arch in CudaPackage.cuda_arch_values:",
         '        if _arch not in HVD_VALUE_ORDER["cuda_arch"]:',
         '            conflicts(f"cuda_arch={_arch}", msg="not a cuda_arch of the hvd-selector catalog")',
+        "            continue",
+        "        for _line, _line_archs in HVD_CUDA_LINES.items():",
+        "            if _arch not in _line_archs:",
+        '                msg = f"CUDA {_line} cannot build cuda_arch {_arch}"',
+        '                conflicts(f"cuda_arch={_arch}", when=f"^cuda@{_line}", msg=msg)',
     ]
     lines += [
         "",
@@ -384,7 +400,7 @@ def _restricts_cuda_arch(path: Path) -> bool:
             and node.iter.value.id == "CudaPackage"
         ):
             body = ast.dump(ast.Module(body=node.body, type_ignores=[]))
-            return "conflicts" in body and "HVD_VALUE_ORDER" in body and "NotIn" in body
+            return all(word in body for word in ("conflicts", "HVD_VALUE_ORDER", "HVD_CUDA_LINES", "NotIn"))
     return False
 
 
@@ -417,7 +433,9 @@ def check_package(path: Path, catalog: Catalog) -> list[str]:
         if got.get("multi") != (axis.kind == "multi"):
             problems.append(f"variant {name} multi={got.get('multi')} but the catalog axis is {axis.kind}")
     if not _restricts_cuda_arch(path):
-        problems.append("no loop restricting CudaPackage.cuda_arch_values to HVD_VALUE_ORDER['cuda_arch']")
+        problems.append(
+            "no loop restricting CudaPackage.cuda_arch_values to HVD_VALUE_ORDER['cuda_arch'] and HVD_CUDA_LINES"
+        )
     for extra in variants:
         problems.append(f"variant {extra} is not a catalog axis")
     directives = {
@@ -441,6 +459,7 @@ def check_package(path: Path, catalog: Catalog) -> list[str]:
         "HVD_TARGETS": targets_most_specific_first(catalog),
         "HVD_VALUE_ORDER": {a: catalog.axes[a].values for a in ("cuda_arch", "controllers", "frameworks")},
         "HVD_CMAKE": {a: catalog.axes[a].cmake for a in catalog.axes},
+        "HVD_CUDA_LINES": {n: ln.archs for n, ln in catalog.cuda_lines.items()},
     }
     for name, value in expected_constants.items():
         if read.constants.get(name) != value:

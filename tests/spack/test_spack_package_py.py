@@ -23,7 +23,14 @@ from selector_backend import targets
 from selector_backend.catalog import load_catalog
 from selector_backend.cli import main
 from selector_backend.cmake_config import cmake_defines
-from selector_backend.spack.package_py import check_package, package_path, read_package, render_package
+from selector_backend.spack.package_py import (
+    Directive,
+    check_package,
+    line_directives,
+    package_path,
+    read_package,
+    render_package,
+)
 from selector_backend.variant import Variant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,9 +111,11 @@ def _spack_accepts(directives, v: Variant) -> bool:
     return True
 
 
-def test_directives_accept_exactly_the_buildable_variants(catalog):
-    read = read_package(PACKAGE)
-    directives = [(k, a[0], kw["when"]) for k, a, kw in read.calls if k in ("conflicts", "requires")]
+def test_directives_accept_exactly_the_buildable_variants(catalog, package_module):
+    """The directives Spack would see (the file run against a stub spack.package), modelled."""
+    _, stub = package_module
+    directives = [(k, a[0], kw.get("when")) for k, a, kw in stub.calls if k in ("conflicts", "requires")]
+    directives = [d for d in directives if d[2] is not None]  # whole-arch refusals are tested below
     arch_sets = [("none",), ("50",), ("80",), ("100",), ("80", "90"), ("61", "121")]
     checked = 0
     for cuda, archs, ops, ctrl in itertools.product(
@@ -213,6 +222,13 @@ def test_file_imports_under_spack_and_declares_what_the_ast_sees(package_module,
     catalog_archs = set(catalog.axes["cuda_arch"].values) - {"none"}
     assert refused == set(SPACK_CUDA_ARCHS) - catalog_archs
     assert catalog_archs <= set(SPACK_CUDA_ARCHS)
+    per_line = {
+        Directive(n, a[0], kw["when"], kw["msg"])
+        for n, a, kw in stub.calls
+        if n == "conflicts" and str(kw.get("when", "")).startswith("^cuda@")
+    }
+    assert per_line == set(line_directives(catalog, SPACK_CUDA_ARCHS))
+    assert ("conflicts", "cuda_arch=100", "^cuda@12") in {d[:3] for d in per_line}
     assert [(n, a) for n, a, _ in stub.calls if n == "version"] == [("version", ("0.1.0",))]
     assert module.PyHvdSelector.__name__ == "PyHvdSelector"
 
@@ -271,6 +287,21 @@ def test_cli_package_check_and_write(tmp_path, capsys):
     written.write_text(written.read_text().replace('"mpi", "gloo"', '"gloo", "mpi"', 1))
     assert main(["spack", "package", "--check", "--repo", str(repo)]) == 2
     assert "drifted from the catalog" in capsys.readouterr().err
+
+
+def test_old_spack_without_blackwell_archs_gets_no_directive_naming_them(monkeypatch, catalog):
+    """Spack 0.23's CudaPackage has no cuda_arch=100: naming it in a directive is an error there."""
+    stub = _Recorder()
+    stub.CudaPackage.cuda_arch_values = tuple(a for a in SPACK_CUDA_ARCHS if int(a.rstrip("af")) < 100)
+    monkeypatch.setitem(sys.modules, "spack", types.ModuleType("spack"))
+    monkeypatch.setitem(sys.modules, "spack.package", stub)
+    spec = importlib.util.spec_from_file_location("hvd_spack_package_old", PACKAGE)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    named = {a[0] for n, a, _ in stub.calls if n == "conflicts" and a[0].startswith("cuda_arch=")}
+    archs = {x.split("=")[1] for x in named} - {"none"}
+    assert archs and not any(int(a.rstrip("af")) >= 100 for a in archs)
+    lines = {(a[0], kw["when"]) for n, a, kw in stub.calls if n == "conflicts" and "when" in kw}
+    assert ("cuda_arch=61", "^cuda@13") in lines and ("cuda_arch=75", "^cuda@12") not in lines
 
 
 def test_checker_requires_the_cuda_arch_restriction(tmp_path, catalog):

@@ -40,6 +40,11 @@ HVD_VALUE_ORDER = {
     "controllers": ("mpi", "gloo"),
     "frameworks": ("pytorch",),
 }
+#: What each catalog CUDA line (the ^cuda major) can build.
+HVD_CUDA_LINES = {
+    "12": ("50", "52", "60", "61", "70", "72", "75", "80", "86", "87", "89", "90"),
+    "13": ("75", "80", "86", "87", "89", "90", "100", "103", "110", "120", "121"),
+}
 #: CMake cache variable of each axis (selector_backend.cmake_config.cmake_defines).
 HVD_CMAKE = {
     "target": "HVD_TARGET",
@@ -116,10 +121,16 @@ class PyHvdSelector(PythonPackage, CudaPackage):
         values=("pytorch",),
         multi=True,
     )
-    # cuda and cuda_arch are CudaPackage's; only the catalog's archs (HVD_VALUE_ORDER) are built
+    # cuda and cuda_arch are CudaPackage's: refuse the archs the catalog does not build, and
+    # per CUDA line the archs it cannot build (a loop: Spack versions know different archs)
     for _arch in CudaPackage.cuda_arch_values:
         if _arch not in HVD_VALUE_ORDER["cuda_arch"]:
             conflicts(f"cuda_arch={_arch}", msg="not a cuda_arch of the hvd-selector catalog")
+            continue
+        for _line, _line_archs in HVD_CUDA_LINES.items():
+            if _arch not in _line_archs:
+                msg = f"CUDA {_line} cannot build cuda_arch {_arch}"
+                conflicts(f"cuda_arch={_arch}", when=f"^cuda@{_line}", msg=msg)
 
     depends_on("c", type="build")
     depends_on("cxx", type="build")
@@ -143,17 +154,6 @@ class PyHvdSelector(PythonPackage, CudaPackage):
     conflicts("cuda_arch=none", when="+cuda", msg="a CUDA build needs at least one cuda_arch")
     requires("controllers=gloo", when="tensor_ops=gloo", msg="tensor_ops=gloo needs the gloo controller")
     requires("controllers=mpi", when="tensor_ops=mpi", msg="tensor_ops=mpi needs the mpi controller")
-    conflicts("cuda_arch=100", when="^cuda@12", msg="CUDA 12 cannot build cuda_arch 100")
-    conflicts("cuda_arch=103", when="^cuda@12", msg="CUDA 12 cannot build cuda_arch 103")
-    conflicts("cuda_arch=110", when="^cuda@12", msg="CUDA 12 cannot build cuda_arch 110")
-    conflicts("cuda_arch=120", when="^cuda@12", msg="CUDA 12 cannot build cuda_arch 120")
-    conflicts("cuda_arch=121", when="^cuda@12", msg="CUDA 12 cannot build cuda_arch 121")
-    conflicts("cuda_arch=50", when="^cuda@13", msg="CUDA 13 cannot build cuda_arch 50")
-    conflicts("cuda_arch=52", when="^cuda@13", msg="CUDA 13 cannot build cuda_arch 52")
-    conflicts("cuda_arch=60", when="^cuda@13", msg="CUDA 13 cannot build cuda_arch 60")
-    conflicts("cuda_arch=61", when="^cuda@13", msg="CUDA 13 cannot build cuda_arch 61")
-    conflicts("cuda_arch=70", when="^cuda@13", msg="CUDA 13 cannot build cuda_arch 70")
-    conflicts("cuda_arch=72", when="^cuda@13", msg="CUDA 13 cannot build cuda_arch 72")
 
     def hvd_variant(self):
         """This spec as catalog axis values."""
