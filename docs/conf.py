@@ -1,0 +1,44 @@
+"""Sphinx configuration for the hvd-selector docs (Sphinx + MyST Markdown).
+
+Build: ``sphinx-build -W -b html docs docs/_build/html``. Tables of settings,
+environment variables, catalog axes and the prebuilt matrix, and the command
+reference, are generated from the code by ``_ext/hvd_tables.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "_ext"))
+sys.path.insert(0, str(HERE.parent))
+
+project = "hvd-selector"
+author = "hvd-selector developers"
+copyright = "hvd-selector developers"
+
+try:
+    from selector_backend.catalog import load_catalog
+
+    release = load_catalog().version
+except Exception:  # the docs still build (and the tables then fail loudly) on a broken catalog
+    release = "unknown"
+version = release
+
+extensions = ["myst_parser", "hvd_tables"]
+source_suffix = {".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
+templates_path: list[str] = []
+
+myst_enable_extensions = ["colon_fence", "deflist"]
+myst_heading_anchors = 3
+
+html_theme = "alabaster"
+html_title = f"hvd-selector {release}"
+html_static_path: list[str] = []
+html_theme_options = {
+    "description": "the right build of Horovod-style collectives, picked by pip",
+    "fixed_sidebar": True,
+}
