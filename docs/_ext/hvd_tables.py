@@ -17,6 +17,7 @@ Directives (MyST: ```` ```{hvd-settings} ````):
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import sys
@@ -134,8 +135,8 @@ def cli_help() -> list[tuple[str, str]]:
     try:
         parser = cli.build_parser()
         out = [("hvd-selector", parser.format_help())]
-        sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-        for name, subparser in sub.choices.items():  # type: ignore[attr-defined]
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        for name, subparser in sub.choices.items():
             buffer = io.StringIO()
             with redirect_stdout(buffer):
                 subparser.print_help()
