@@ -27,6 +27,10 @@ CUDA_UNRECORDED = "unrecorded"
 #: Catalog axes spelled as Spack variants of the same name.
 VARIANT_AXES = ("cuda_arch", "tensor_ops", "controllers", "frameworks")
 
+#: Spack variants that say how, not what, the package builds: carried along by ``spack parse``
+#: (a listing carries any variant; a user's spec with another name is more likely a typo).
+CARRIED_VARIANTS = ("build_system", "commit", "patches", "dev_path", "rocm", "amdgpu_target")
+
 #: Newest release of packages we know but do not own, for printed specs.
 KNOWN_VERSIONS = {"py-horovod": "0.28.1"}
 
@@ -89,6 +93,11 @@ def spec_to_values(spec: SpackSpec, catalog: Catalog, *, strict: bool, catalog_t
                 problem("+rocm: this library has no AMD GPU (ROCm) support")
             carried.append((name, value))
         elif name not in known:
+            if strict and name not in CARRIED_VARIANTS:
+                problem(
+                    f"unknown variant {name!r}{did_you_mean(name, [*known, *CARRIED_VARIANTS])}; "
+                    f"catalog variants: cuda, {', '.join(VARIANT_AXES)}; carried: {', '.join(CARRIED_VARIANTS)}"
+                )
             carried.append((name, value))
 
     # cuda: +cuda / ~cuda (or cuda=true/false), the line from ^cuda@X

@@ -85,6 +85,8 @@ def test_cuda_dependency_picks_the_line_and_microarch_maps_to_catalog_target(cat
         ("py-horovod +cuda", "needs cuda_arch"),
         ("py-horovod ~cuda cuda_arch=80", "cuda_arch=80 needs \\+cuda"),
         ("py-horovod +rocm", "no AMD GPU"),
+        ("py-horovod tensor_op=nccl", r"unknown variant 'tensor_op' \(did you mean tensor_ops\?\)"),
+        ("py-horovod +cdua", r"unknown variant 'cdua' \(did you mean cuda\?\)"),
         ("py-horovod +tensor_ops", "tensor_ops takes values"),
         ("py-horovod target=zen9", r"target=zen9 is not an archspec microarchitecture \(did you mean"),
         ("py-horovod +cuda cuda_arch=80 ^cuda@11.8", "not a catalog CUDA line"),
