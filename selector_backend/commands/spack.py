@@ -130,7 +130,7 @@ def _pick(args: argparse.Namespace) -> int:
     from ..spack.pick import pick
 
     _, catalog, selector, host = _context(args)
-    listing = load_listing(args.listing, args.package)
+    listing = load_listing(args.listing, args.package, catalog.spack_package)
     result = pick(listing, host, catalog, selector, any_os=args.any_os)
     if args.json:
         _emit(result.to_json())
@@ -154,14 +154,16 @@ def _print_pick(result: Any) -> None:
         for reason in sel["reasons"]:
             print(f"  + {reason}")
         print(f"{ok} of {total} listed specs fit; this is the best by the engine's ranking")
+    elif total == 0:
+        print(f"the listing has no {data['listing']['package']} specs (pass --package NAME for another package)")
     else:
         print(f"nothing prebuilt fits: 0 of {total} listed specs run on this host")
         counts = Counter(c["reasons"][0] for c in data["candidates"] if c["reasons"])
         for reason, count in counts.most_common(5):
             print(f"  - {count}x {reason}")
-        build = data["build_instead"]
-        if build is not None:
-            print(f"build instead: spack install {build['spec']}")
+    build = data["build_instead"]
+    if build is not None:
+        print(f"build instead: spack install {build['spec']}")
     for note in data["notes"]:
         print(f"note: {note}")
 

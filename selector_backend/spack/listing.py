@@ -53,13 +53,16 @@ class Listing:
     entries: tuple[ListingEntry, ...]
 
 
-def load_listing(path: Path, package: str | None = None) -> Listing:
-    """Read any supported listing; ``package`` filters index files by name."""
+def load_listing(path: Path, package: str | None = None, default_package: str | None = None) -> Listing:
+    """Read any supported listing; ``package`` filters index files by name.
+
+    Without ``package``: a listing page's title, else ``default_package``.
+    """
     path = Path(path)
     if path.is_dir():
         for rel in (V3_INDEX, V2_INDEX):
             if (path / rel).is_file():
-                return load_listing(path / rel, package)
+                return load_listing(path / rel, package, default_package)
         raise InputError(
             f"{path}: no build-cache index in this directory (looked for {V3_INDEX} and "
             f"{V2_INDEX}); pass a listing page or an index file"
@@ -70,12 +73,12 @@ def load_listing(path: Path, package: str | None = None) -> Listing:
         raise InputError(f"{path}: cannot read listing ({exc.strerror or exc})") from None
     text = _decode(raw, str(path))
     if text.lstrip().startswith("---") or "\nspec_details:" in text:
-        return parse_listing_page(text, str(path), package)
+        return parse_listing_page(text, str(path), package, default_package)
     data = _json(text, str(path))
     if isinstance(data, dict) and "database" in data:
-        return parse_database(data, str(path), "index.json", package)
+        return parse_database(data, str(path), "index.json", package or default_package)
     if isinstance(data, dict) and "data" in data and "version" in data:
-        return _read_manifest(data, path, package)
+        return _read_manifest(data, path, package or default_package)
     raise InputError(
         f"{path}: not a Spack build-cache listing (expected a cache listing page with "
         "spec_details, a database index.json, or an index.manifest.json)"
@@ -102,7 +105,9 @@ def _json(text: str, source: str) -> Any:
 
 
 # ------------------------------------------------------------------ listing page
-def parse_listing_page(text: str, source: str, package: str | None = None) -> Listing:
+def parse_listing_page(
+    text: str, source: str, package: str | None = None, default_package: str | None = None
+) -> Listing:
     """A cache listing page: ``title:`` names the package, ``spec_details:`` the specs."""
     title = None
     details_line = None
@@ -122,7 +127,7 @@ def parse_listing_page(text: str, source: str, package: str | None = None) -> Li
         ) from None
     if not isinstance(details, list):
         raise InputError(f"{source}:{number}: spec_details must be a JSON array of spec objects")
-    name = package or title
+    name = package or title or default_package
     if name is None:
         raise InputError(f"{source}: the listing has no title: naming its package; pass --package NAME")
     entries = tuple(_detail_entry(item, index, name, f"{source}:{number}") for index, item in enumerate(details))
