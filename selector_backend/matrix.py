@@ -223,8 +223,7 @@ def make_job(entry: str, variant: Variant, catalog: Catalog, pythons: Sequence[s
     where = f"prebuilt entry {entry!r}"
     if family not in RUNNERS:
         raise InputError(
-            f"{where}: no CI runner builds {family} targets ({target}); "
-            f"runners exist for {', '.join(RUNNERS)}"
+            f"{where}: no CI runner builds {family} targets ({target}); runners exist for {', '.join(RUNNERS)}"
         )
     cuda = str(variant["cuda"])
     toolkit = None
@@ -302,8 +301,7 @@ def expand(
         selection = select_entries(catalog)
     if not selection:
         raise InputError(
-            f"{catalog.path}: the selection has no prebuilt variant; "
-            "add [[prebuilt]] entries or name existing ones"
+            f"{catalog.path}: the selection has no prebuilt variant; add [[prebuilt]] entries or name existing ones"
         )
     for py in pythons:
         if not re.fullmatch(r"cp3\d+t?", py):
@@ -385,7 +383,8 @@ def workflow(jobs: Sequence[Job], catalog: Catalog) -> dict[str, Any]:
         "runs-on": "ubuntu-24.04",
         "steps": [
             *setup,
-            {"uses": DOWNLOAD, "with": {"pattern": "wheels-*", "path": "wheelhouse", "merge-multiple": True}},
+            # One folder per artifact: every variant's wheel has the same standard name.
+            {"uses": DOWNLOAD, "with": {"pattern": "wheels-*", "path": "wheelhouse"}},
             {
                 "name": "Write the labelled wheels and the PEP 503/691 variant index",
                 "run": "python -m selector_backend build-variants --publish-only wheelhouse --index site",
@@ -466,9 +465,7 @@ def render_yaml(data: Any, indent: int = 0) -> str:
             elif value is None:
                 lines.append(f"{pad}{_key(key)}:")
             elif isinstance(value, (Mapping, list)):
-                lines.append(
-                    f"{pad}{_key(key)}: {{}}" if isinstance(value, Mapping) else f"{pad}{_key(key)}: []"
-                )
+                lines.append(f"{pad}{_key(key)}: {{}}" if isinstance(value, Mapping) else f"{pad}{_key(key)}: []")
             else:
                 lines.append(f"{pad}{_key(key)}: {_scalar(value)}")
         return "\n".join(lines) + ("\n" if indent == 0 else "")

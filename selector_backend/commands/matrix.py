@@ -39,9 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TAG",
         help="CPython tags to build (repeatable; default cp310..cp313)",
     )
-    parser.add_argument(
-        "--max-jobs", type=int, default=None, help="job limit (default: GitHub's 256 per matrix)"
-    )
+    parser.add_argument("--max-jobs", type=int, default=None, help="job limit (default: GitHub's 256 per matrix)")
     parser.add_argument("-o", "--output", type=Path, default=None, help="write here (atomically)")
     parser.add_argument(
         "--check",

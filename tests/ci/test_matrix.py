@@ -29,8 +29,9 @@ WORKFLOW = ROOT / matrix.WORKFLOW_PATH
 
 
 def cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "selector_backend", *argv], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "selector_backend", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def golden(name: str, text: str) -> None:
@@ -104,8 +105,9 @@ def test_workflow_passes_github_schema() -> None:
     exe = shutil.which("check-jsonschema")
     assert exe, "check-jsonschema is in .ci/requirements.txt"
     for path in (WORKFLOW, GOLDEN / "small-wheels.yml"):
-        result = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", str(path)],
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [exe, "--builtin-schema", "vendor.github-workflows", str(path)], capture_output=True, text=True, timeout=120
+        )
         assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -129,8 +131,13 @@ def test_cibuildwheel_selects_builds_for_every_job() -> None:
 
     def identifiers(job: matrix.Job) -> tuple[matrix.Job, subprocess.CompletedProcess[str]]:
         env = {**base, **job.environment()}
-        return job, subprocess.run([exe, "--print-build-identifiers", "--platform", "linux", str(ROOT)],
-                                   env=env, capture_output=True, text=True, timeout=120)
+        return job, subprocess.run(
+            [exe, "--print-build-identifiers", "--platform", "linux", str(ROOT)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     with ThreadPoolExecutor(4) as pool:
         for job, result in pool.map(identifiers, jobs):
@@ -147,7 +154,9 @@ def write_catalog(tmp_path: Path, prebuilt: str) -> Path:
 
 
 def test_cuda_line_cannot_build_arch_names_the_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = write_catalog(tmp_path, """
+    path = write_catalog(
+        tmp_path,
+        """
 [[prebuilt]]
 name = "too-new-for-12"
 target = "x86_64_v3"
@@ -156,7 +165,8 @@ cuda_arch = "90,100"
 tensor_ops = "nccl"
 controllers = "gloo"
 frameworks = "pytorch"
-""")
+""",
+    )
     assert main(["matrix", "--catalog", str(path)]) == 2
     err = capsys.readouterr().err
     assert "too-new-for-12" in err and "cannot build cuda_arch 100" in err
@@ -165,8 +175,10 @@ frameworks = "pytorch"
 
 def test_matrix_over_the_job_limit_names_the_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     archs = load_catalog().cuda_lines["13"].archs
-    pairs = [f"{a},{b}" for i, a in enumerate(archs) for b in archs[i + 1:]]
-    path = write_catalog(tmp_path, f"""
+    pairs = [f"{a},{b}" for i, a in enumerate(archs) for b in archs[i + 1 :]]
+    path = write_catalog(
+        tmp_path,
+        f"""
 [[prebuilt]]
 name = "small-first"
 target = "x86_64_v3"
@@ -184,7 +196,8 @@ cuda_arch = {json.dumps(pairs)}
 tensor_ops = "nccl"
 controllers = "gloo"
 frameworks = "pytorch"
-""")
+""",
+    )
     assert main(["matrix", "--catalog", str(path)]) == 2
     err = capsys.readouterr().err
     assert "'every-arch-pair' takes the matrix past 256 jobs" in err
