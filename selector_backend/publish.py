@@ -316,6 +316,21 @@ def _prune(gens: Path, keep: set[str]) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+def published_wheels(index_root: Path, catalog: Catalog) -> dict[str, str]:
+    """Labelled file name -> label for every wheel the live index lists."""
+    page = index_root / "simple" / normalize(catalog.name) / "index.json"
+    if not page.is_file():
+        return {}
+    out = {}
+    for item in json.loads(page.read_text(encoding="utf-8"))["files"]:
+        name = item["filename"]
+        if name.endswith(".whl"):
+            label = parse_wheel_name(name).label
+            if label:
+                out[name] = label
+    return out
+
+
 # ------------------------------------------------------------------ local builds
 def why_not_buildable(variant: Variant, catalog: Catalog, machine: str | None = None) -> str | None:
     """Why this machine cannot build ``variant`` (None when it can).

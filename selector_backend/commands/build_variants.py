@@ -95,11 +95,20 @@ def run(args: argparse.Namespace) -> int:
     jobs = matrix.expand(catalog, selection, limit=10**6)
     todo: list[tuple[matrix.Job, str | None]] = []
     skipped: list[tuple[matrix.Job, str | None]] = []
+    py = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    have = {(label, name.split("-")[2]) for name, label in publish.published_wheels(args.index, catalog).items()}
     for job in jobs:
+        if (job.label, py) in have:
+            skipped.append((job, f"already published for {py} (published files are immutable)"))
+            continue
         why = publish.why_not_buildable(job.variant, catalog)
         (skipped if why else todo).append((job, why))
     for job, why in skipped:
         print(f"skip {job.name}: {why}", file=sys.stderr)
+    if not todo and any(why and why.startswith("already published") for _, why in skipped):
+        done = publish.publish([], args.index, catalog, sdists=args.sdist)
+        _report(done, args.index, publish.normalize(catalog.name))
+        return 0
     if not todo:
         raise InputError(
             f"none of the {len(jobs)} selected variants can be built on this machine "

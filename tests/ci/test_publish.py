@@ -1,0 +1,239 @@
+"""The variant index publisher: contract layout, read back by the backend's reader,
+idempotent, immutable names, and consistent after a crash at any step.
+
+Most tests publish small wheels made here (a dist-info with variant.json:
+all the publisher reads); one slow test builds real variants with the
+project's backend and publishes them.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import http.server
+import json
+import os
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from selector_backend import publish, variant_index, variant_json
+from selector_backend.catalog import Catalog, load_catalog
+from selector_backend.cli import main
+from selector_backend.errors import InputError
+from selector_backend.variant import Variant, variant_label
+
+CPU = "target=x86_64_v3 cuda=none cuda_arch=none tensor_ops=gloo controllers=gloo frameworks=pytorch"
+MPI = "target=x86_64_v4 cuda=none cuda_arch=none tensor_ops=mpi controllers=mpi frameworks=pytorch"
+GPU = "target=x86_64_v3 cuda=13 cuda_arch=80 tensor_ops=nccl controllers=gloo frameworks=pytorch"
+
+
+def make_wheel(
+    directory: Path,
+    variant: Variant,
+    catalog: Catalog,
+    payload: bytes = b"",
+    tag: str = "cp311-cp311-manylinux_2_28_x86_64",
+) -> Path:
+    """A minimal valid wheel carrying variant.json (what the build writes)."""
+    dist = f"hvd_selector-{catalog.version}"
+    metadata = f"Metadata-Version: 2.1\nName: hvd-selector\nVersion: {catalog.version}\n"
+    wheel_info = f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n"
+    files = {
+        "hvd_selector/__init__.py": b"# " + payload + b"\n",
+        f"{dist}.dist-info/METADATA": metadata.encode(),
+        f"{dist}.dist-info/WHEEL": wheel_info.encode(),
+        f"{dist}.dist-info/variant.json": variant_json.dumps(variant, catalog).encode(),
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{dist}-{tag}.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        record = []
+        for name, data in files.items():
+            archive.writestr(name, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{name},sha256={digest},{len(data)}")
+        archive.writestr(f"{dist}.dist-info/RECORD", "\n".join([*record, f"{dist}.dist-info/RECORD,,"]) + "\n")
+    return path
+
+
+@pytest.fixture()
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+def assert_consistent(root: Path, catalog: Catalog) -> list[variant_index.IndexEntry]:
+    """Every file the live page lists exists with the listed sha256; the reader agrees."""
+    page = root / "simple" / "hvd-selector"
+    data = json.loads((page / "index.json").read_text())
+    assert data["meta"]["api-version"] == "1.0"
+    for item in data["files"]:
+        assert publish.sha256_of(page / item["url"]) == item["hashes"]["sha256"], item["filename"]
+    html = (page / "index.html").read_text()
+    for item in data["files"]:
+        assert f'href="{item["filename"]}#sha256={item["hashes"]["sha256"]}"' in html
+    return list(variant_index.read_index(str(root / "simple"), catalog))
+
+
+def test_publish_layout_and_read_back(tmp_path: Path, catalog: Catalog) -> None:
+    variants = [catalog.parse_variant(v) for v in (CPU, MPI, GPU)]
+    wheels = [make_wheel(tmp_path / "in" / str(i), v, catalog) for i, v in enumerate(variants)]
+    done = publish.publish(wheels, tmp_path / "site", catalog, progress=False)
+    assert done.changed and len(done.added) == 3
+    entries = assert_consistent(tmp_path / "site", catalog)
+    assert {e.variant for e in entries} == set(variants)
+    for entry in entries:
+        assert entry.filename.endswith(f"-{variant_label(entry.variant)}.whl")
+        assert entry.label == variant_label(entry.variant)
+    index_file = json.loads((tmp_path / "site/simple/hvd-selector/hvd-selector-0.1.0-variants.json").read_text())
+    assert set(index_file["variants"]) == {variant_label(v) for v in variants}
+    gpu = index_file["variants"][variant_label(variants[2])]["hvd_selector"]
+    assert gpu["cuda_arch"] == ["80"] and gpu["tensor_ops"] == ["nccl"]
+    root_page = json.loads((tmp_path / "site/simple/index.json").read_text())
+    assert root_page["projects"] == [{"name": "hvd-selector"}]
+    # The labelled file holds the very bytes that were built (what the backend hands pip).
+    assert {e.sha256 for e in entries} == {publish.sha256_of(w) for w in wheels}
+
+
+def test_rerun_is_idempotent_and_adding_keeps_what_was_there(tmp_path: Path, catalog: Catalog) -> None:
+    site = tmp_path / "site"
+    first = make_wheel(tmp_path / "a", catalog.parse_variant(CPU), catalog)
+    done = publish.publish([first], site, catalog, progress=False)
+    page = (site / "simple/hvd-selector/index.json").read_bytes()
+    again = publish.publish([first], site, catalog, progress=False)
+    assert not again.changed and again.generation == done.generation and again.added == ()
+    assert (site / "simple/hvd-selector/index.json").read_bytes() == page
+    second = make_wheel(tmp_path / "b", catalog.parse_variant(MPI), catalog)
+    more = publish.publish([second], site, catalog, progress=False)
+    assert more.changed and len(more.added) == 1
+    assert len(assert_consistent(site, catalog)) == 2
+    generations = list((site / "simple" / publish.GENERATIONS).iterdir())
+    assert len(generations) == 2, "the new generation and the one a reader may still hold"
+
+
+def test_published_names_are_immutable(tmp_path: Path, catalog: Catalog) -> None:
+    site = tmp_path / "site"
+    variant = catalog.parse_variant(CPU)
+    publish.publish([make_wheel(tmp_path / "a", variant, catalog, b"one")], site, catalog, progress=False)
+    before = (site / "simple/hvd-selector/index.json").read_bytes()
+    other = make_wheel(tmp_path / "b", variant, catalog, b"two")
+    with pytest.raises(InputError, match=r"already published with sha256 .* published files are immutable"):
+        publish.publish(
+            [other, make_wheel(tmp_path / "c", catalog.parse_variant(MPI), catalog)], site, catalog, progress=False
+        )
+    assert (site / "simple/hvd-selector/index.json").read_bytes() == before
+    assert len(assert_consistent(site, catalog)) == 1
+
+
+@pytest.mark.parametrize("crash_at", ["store", "generation", "swap"])
+def test_a_crash_at_any_step_leaves_a_consistent_index(
+    tmp_path: Path, catalog: Catalog, monkeypatch: pytest.MonkeyPatch, crash_at: str
+) -> None:
+    site = tmp_path / "site"
+    publish.publish([make_wheel(tmp_path / "a", catalog.parse_variant(CPU), catalog)], site, catalog, progress=False)
+    new = [
+        make_wheel(tmp_path / "b", catalog.parse_variant(MPI), catalog),
+        make_wheel(tmp_path / "c", catalog.parse_variant(GPU), catalog),
+    ]
+    real_replace, real_rename = os.replace, os.rename
+    calls = {"n": 0}
+
+    def crashing_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        calls["n"] += 1
+        if (crash_at == "store" and calls["n"] == 2) or (crash_at == "swap" and Path(dst).name == "hvd-selector"):
+            raise KeyboardInterrupt("simulated crash")
+        real_replace(src, dst)
+
+    def crashing_rename(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if crash_at == "generation":
+            raise KeyboardInterrupt("simulated crash")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "replace", crashing_replace)
+    monkeypatch.setattr(os, "rename", crashing_rename)
+    with pytest.raises(KeyboardInterrupt):
+        publish.publish(new, site, catalog, progress=False)
+    monkeypatch.undo()
+    entries = assert_consistent(site, catalog)
+    assert [e.variant for e in entries] == [catalog.parse_variant(CPU)], "readers still see the old index"
+    done = publish.publish(new, site, catalog, progress=False)
+    assert done.changed and len(assert_consistent(site, catalog)) == 3
+
+
+def test_bad_wheels_are_one_line_errors(tmp_path: Path, catalog: Catalog, capsys: pytest.CaptureFixture[str]) -> None:
+    plain = tmp_path / "in" / "hvd_selector-0.1.0-cp311-cp311-linux_x86_64.whl"
+    plain.parent.mkdir()
+    with zipfile.ZipFile(plain, "w") as archive:
+        archive.writestr("hvd_selector-0.1.0.dist-info/METADATA", "Name: hvd-selector\n")
+    assert main(["build-variants", "--publish-only", str(plain.parent), "--index", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "expected one .dist-info/variant.json, found 0" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "s" / "simple").exists(), "nothing half-written"
+    assert main(["build-variants", "--publish-only", str(tmp_path / "nope"), "--index", str(tmp_path / "s")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_cli_publish_only_serves_over_http(tmp_path: Path, catalog: Catalog) -> None:
+    """CI's publish step, then the backend's reader over real HTTP on 127.0.0.1."""
+    for i, text in enumerate((CPU, GPU)):
+        make_wheel(tmp_path / "wheelhouse" / f"wheels-{i}", catalog.parse_variant(text), catalog)
+    site = tmp_path / "site"
+    assert main(["build-variants", "--publish-only", str(tmp_path / "wheelhouse"), "--index", str(site)]) == 0
+    with serve(site) as url:
+        entries = list(variant_index.read_index(f"{url}/simple", catalog))
+    assert {e.variant for e in entries} == {catalog.parse_variant(CPU), catalog.parse_variant(GPU)}
+    assert all(e.url.startswith(url) for e in entries)
+
+
+@functools.lru_cache(maxsize=1)
+def _quiet_handler() -> type[http.server.SimpleHTTPRequestHandler]:
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    return Quiet
+
+
+class serve:
+    """A static file server for ``root`` on 127.0.0.1 (context manager yielding its URL)."""
+
+    def __init__(self, root: Path) -> None:
+        handler = functools.partial(_quiet_handler(), directory=str(root))
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.slow
+def test_builder_builds_repairs_and_publishes_a_reduced_matrix(
+    tmp_path: Path, catalog: Catalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Real builds with the project's backend (about 15 s per variant on 2 cores)."""
+    site, house = tmp_path / "site", tmp_path / "wheelhouse"
+    args = ["build-variants", "--index", str(site), "--wheelhouse", str(house), "--variant", CPU, "--variant", MPI]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert "lists 3 files (2 new)" in out.out
+    entries = assert_consistent(site, catalog)
+    assert {e.variant for e in entries} == {catalog.parse_variant(CPU), catalog.parse_variant(MPI)}
+    for entry in entries:
+        assert "manylinux_" in entry.filename, "auditwheel repaired it"
+        with zipfile.ZipFile(site / "simple/hvd-selector" / entry.filename) as archive:
+            libs = [n for n in archive.namelist() if ".libs/" in n]
+        if entry.variant["tensor_ops"] == "mpi":
+            assert not any("libmpi" in n for n in libs), "libmpi comes from the mpi extra, never the wheel"
+        else:
+            assert any("libgloo" in n for n in libs), "Debian's shared Gloo is bundled"
+    assert main(args) == 0, "a re-run skips what the index already has"
+    again = capsys.readouterr()
+    assert "already published" in again.err and "unchanged" in again.out
