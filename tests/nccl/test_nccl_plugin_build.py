@@ -115,9 +115,9 @@ def variant_cmake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from selector_backend.catalog import load_catalog
 
     catalog = load_catalog()
-    return hvd_nccl_build.variant_cmake(
-        catalog.parse_variant(TEST_VARIANT), catalog, tmp_path_factory.mktemp("variant")
-    )
+    out = tmp_path_factory.mktemp("variant")
+    path: Path = hvd_nccl_build.variant_cmake(catalog.parse_variant(TEST_VARIANT), catalog, out)
+    return path
 
 
 def _configure(tmp_path: Path, variant_cmake: Path, *extra: str, env: dict[str, str] | None = None) -> str:

@@ -1,0 +1,104 @@
+"""The whole nccl variant (core + plugin, built by the top-level CMakeLists.txt)
+on this machine with no GPU and no driver: it imports, serves CPU tensors, and
+says why GPU operations are unavailable, in the plugin's words."""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import hvd_nccl_build
+import pytest
+from conftest import ROOT, toolchain_missing
+
+pytestmark = pytest.mark.slow
+
+DEFINES = {
+    "HVD_TARGET": "x86_64_v3",
+    "HVD_CUDA": "13",
+    "HVD_CUDA_ARCH": "90",
+    "HVD_TENSOR_OPS": "nccl",
+    "HVD_CONTROLLERS": "gloo",
+    "HVD_FRAMEWORKS": "pytorch",
+}
+
+_SCRIPT = """
+import json, numpy as np
+import hvd_selector as hvd
+from hvd_selector import _api
+info = hvd.build_info()
+hvd.init()
+out = {"variant": info["variant"], "gpu_operations": info["gpu_operations"],
+       "reason": _api._core.gpu_unavailable_reason(),
+       "allreduce": hvd.allreduce(np.arange(6, dtype=np.float32), op=hvd.Sum).tolist(),
+       "size": hvd.size()}
+hvd.shutdown()
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def nccl_variant(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """site-packages-like prefix holding hvd_selector/ (core, plugin, Python) and nvidia/."""
+    reason = toolchain_missing()
+    if reason:
+        pytest.skip(reason)
+    work = tmp_path_factory.mktemp("nccl-variant")
+    prefix = work / "site"
+    configure = [
+        "cmake",
+        "-S",
+        str(ROOT),
+        "-B",
+        str(work / "build"),
+        "-DCMAKE_BUILD_TYPE=Release",
+        f"-DPython_EXECUTABLE={sys.executable}",
+        *(f"-D{k}={v}" for k, v in DEFINES.items()),
+    ]
+    if shutil.which("ninja"):
+        configure += ["-G", "Ninja"]
+    for cmd in (
+        configure,
+        ["cmake", "--build", str(work / "build"), "-j", "2"],
+        ["cmake", "--install", str(work / "build"), "--prefix", str(prefix)],
+    ):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    for py in (ROOT / "hvd_selector").glob("*.py"):
+        shutil.copy2(py, prefix / "hvd_selector" / py.name)
+    wheel = hvd_nccl_build.nccl_wheel_dir()
+    assert wheel is not None
+    (prefix / "nvidia").symlink_to(wheel.parent, target_is_directory=True)
+    return prefix
+
+
+def test_installs_the_plugin_next_to_the_core(nccl_variant: Path) -> None:
+    plugin = nccl_variant / "hvd_selector" / "libhvd_nccl.so"
+    assert plugin.is_file()
+    assert hvd_nccl_build.exported_symbols(plugin) == ["hvd_nccl_plugin_get"]
+    assert list((nccl_variant / "hvd_selector").glob("_core*.so"))
+
+
+def test_imports_serves_cpu_tensors_and_says_why_no_gpu(nccl_variant: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(nccl_variant), str(ROOT)]))
+    env.pop("LD_LIBRARY_PATH", None)
+    env.pop("HVD_SELECTOR_TARGET", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, timeout=120, cwd=nccl_variant
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["variant"].startswith("target=x86_64_v3 cuda=13 cuda_arch=90 tensor_ops=nccl")
+    assert out["size"] == 1
+    assert out["allreduce"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    if ctypes.util.find_library("cuda") is None:  # no driver here: the plugin's reason reaches the user
+        assert "no NVIDIA driver found (libcuda.so.1 could not be loaded)" in out["reason"]
+        assert out["gpu_operations"].startswith("unavailable: ")
+        assert "\n" not in out["reason"]
+    else:
+        assert out["reason"] == "", out["reason"]
