@@ -278,11 +278,13 @@ def render_package(catalog: Catalog) -> str:
         lines += _fmt(call, 4)
     lines += [
         "    # cuda and cuda_arch are CudaPackage's: refuse the archs the catalog does not build, and",
-        "    # per CUDA line the archs it cannot build (a loop: Spack versions know different archs)",
+        "    # per CUDA line the archs it cannot build, and NCCL for the same archs (a loop: Spack",
+        "    # versions know different archs)",
         "    for _arch in CudaPackage.cuda_arch_values:",
         '        if _arch not in HVD_VALUE_ORDER["cuda_arch"]:',
         '            conflicts(f"cuda_arch={_arch}", msg="not a cuda_arch of the hvd-selector catalog")',
         "            continue",
+        '        depends_on(f"nccl+cuda cuda_arch={_arch}", when=f"tensor_ops=nccl cuda_arch={_arch}")',
         "        for _line, _line_archs in HVD_CUDA_LINES.items():",
         "            if _arch not in _line_archs:",
         '                msg = f"CUDA {_line} cannot build cuda_arch {_arch}"',
@@ -400,7 +402,8 @@ def _restricts_cuda_arch(path: Path) -> bool:
             and node.iter.value.id == "CudaPackage"
         ):
             body = ast.dump(ast.Module(body=node.body, type_ignores=[]))
-            return all(word in body for word in ("conflicts", "HVD_VALUE_ORDER", "HVD_CUDA_LINES", "NotIn"))
+            words = ("conflicts", "depends_on", "nccl+cuda", "HVD_VALUE_ORDER", "HVD_CUDA_LINES", "NotIn")
+            return all(word in body for word in words)
     return False
 
 

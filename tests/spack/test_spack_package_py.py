@@ -229,6 +229,9 @@ def test_file_imports_under_spack_and_declares_what_the_ast_sees(package_module,
     }
     assert per_line == set(line_directives(catalog, SPACK_CUDA_ARCHS))
     assert ("conflicts", "cuda_arch=100", "^cuda@12") in {d[:3] for d in per_line}
+    # Spack's nccl is a CudaPackage too: it gets the same archs
+    nccl = {(a[0], kw["when"]) for n, a, kw in stub.calls if n == "depends_on" and a[0].startswith("nccl+cuda")}
+    assert nccl == {(f"nccl+cuda cuda_arch={a}", f"tensor_ops=nccl cuda_arch={a}") for a in catalog_archs}
     assert [(n, a) for n, a, _ in stub.calls if n == "version"] == [("version", ("0.1.0",))]
     assert module.PyHvdSelector.__name__ == "PyHvdSelector"
 
