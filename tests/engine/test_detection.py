@@ -323,3 +323,24 @@ def test_bad_timeout_value_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
     assert bounded.timeout_seconds() == 5.0
     monkeypatch.setenv("HVD_SELECTOR_DETECT_TIMEOUT", "0")
     assert bounded.timeout_seconds() == 0.1
+
+
+# ------------------------------------------------------------------ a real GPU (run with --run-gpu)
+@pytest.mark.gpu
+def test_real_nvml_matches_nvidia_smi(cli: Any) -> None:
+    """On a GPU machine: NVML detection agrees with what nvidia-smi reports."""
+    smi = shutil.which("nvidia-smi")
+    assert smi, "a GPU machine should have nvidia-smi"
+    csv = subprocess.run(
+        [smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=60
+    ).stdout
+    expected = [line.split(",")[1].strip() for line in csv.splitlines() if line.strip()]
+    banner = subprocess.run([smi], capture_output=True, text=True, timeout=60).stdout
+    driver = re.search(r"CUDA Version:\s*(\d+\.\d+)", banner)
+    data = cli("detect", "--json").json()
+    assert [g["compute_capability"] for g in data["gpus"]] == expected
+    assert driver is not None and data["cuda_driver"] == driver.group(1)
+    assert any(n.startswith("nvml: ") and "GPU(s)" in n for n in data["notes"]), data["notes"]
+    resolved = cli("resolve", "--json", "--selector", "gpu-nvidia").json()
+    if resolved["selected"] is not None:
+        assert resolved["selected"]["variant"]["cuda"] != "none"

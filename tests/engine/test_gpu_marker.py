@@ -1,0 +1,49 @@
+"""tests/conftest.py: tests marked gpu are skipped unless --run-gpu or HVD_SELECTOR_RUN_GPU=1."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from engine_helpers import ROOT
+
+PROBE = """
+import pytest
+
+@pytest.mark.gpu
+def test_needs_gpu():
+    raise AssertionError("ran")
+
+def test_plain():
+    pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "outcome"),
+    [
+        ([], {}, "1 passed, 1 skipped"),
+        (["--run-gpu"], {}, "1 failed, 1 passed"),
+        ([], {"HVD_SELECTOR_RUN_GPU": "1"}, "1 failed, 1 passed"),
+    ],
+)
+def test_gpu_marker(tmp_path: Path, args: list[str], env: dict[str, str], outcome: str) -> None:
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_probe.py").write_text(PROBE, encoding="utf-8")
+    # no third-party plugins: only the conftest under test matters, and startup stays fast
+    full = {k: v for k, v in os.environ.items() if k != "HVD_SELECTOR_RUN_GPU"} | env
+    full["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--strict-markers", *args, str(tmp_path)],
+        cwd=tmp_path,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert outcome in proc.stdout, proc.stdout[-2000:]
