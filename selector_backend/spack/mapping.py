@@ -75,157 +75,157 @@ def spec_to_values(spec: SpackSpec, catalog: Catalog, *, strict: bool, catalog_t
     specific catalog target it runs (x86_64_v3), for a spec that will be
     built; a listing's binary keeps its real target so the CPU rule sees it.
     """
-    where = f"spec {str(spec)!r}"
-    problems: list[str] = []
-    notes: list[str] = []
-    carried: list[tuple[str, SpackValue]] = []
-    values: dict[str, AxisValue] = {}
-    known = set(VARIANT_AXES) | {"cuda"}
+    return _Translation(spec, catalog, strict).run(catalog_target)
 
-    def problem(text: str) -> None:
-        if strict:
-            raise InputError(f"{where}: {text}")
-        problems.append(text)
 
-    for name, value in spec.variants:
-        if name == "rocm":
-            if value is True or value == ("true",):
-                problem("+rocm: this library has no AMD GPU (ROCm) support")
-            carried.append((name, value))
-        elif name not in known:
-            if strict and name not in CARRIED_VARIANTS:
-                problem(
+class _Translation:
+    """One spec's translation: values so far, and what was assumed or wrong."""
+
+    def __init__(self, spec: SpackSpec, catalog: Catalog, strict: bool) -> None:
+        self.spec, self.catalog, self.strict = spec, catalog, strict
+        self.where = f"spec {str(spec)!r}"
+        self.values: dict[str, AxisValue] = {}
+        self.problems: list[str] = []
+        self.notes: list[str] = []
+        self.carried: list[tuple[str, SpackValue]] = []
+        self.cuda_version: str | None = None
+
+    def problem(self, text: str) -> None:
+        if self.strict:
+            raise InputError(f"{self.where}: {text}")
+        self.problems.append(text)
+
+    def run(self, catalog_target: bool) -> Mapped:
+        self.other_variants()
+        with_cuda = self.cuda()
+        for axis_name in VARIANT_AXES:
+            self.axis(axis_name, with_cuda)
+        self.controllers_for_ops()
+        self.target(catalog_target)
+        if with_cuda and self.values["cuda"] == CUDA_UNRECORDED and self.strict:
+            self.assume_cuda_line()
+        ordered = {axis: self.values[axis] for axis in self.catalog.axes}
+        if not self.problems:
+            for text in self.catalog.violations(Variant(ordered)):
+                self.problem(f"not a valid build of this library: {text}")
+        return Mapped(ordered, tuple(self.problems), tuple(self.notes), tuple(self.carried), self.cuda_version)
+
+    def other_variants(self) -> None:
+        """Variants that are no catalog axis: carried, except +rocm and (strict) unknown names."""
+        known = {*VARIANT_AXES, "cuda"}
+        for name, value in self.spec.variants:
+            if name in known:
+                continue
+            if name == "rocm" and value in (True, ("true",)):
+                self.problem("+rocm: this library has no AMD GPU (ROCm) support")
+            elif self.strict and name not in CARRIED_VARIANTS:
+                self.problem(
                     f"unknown variant {name!r}{did_you_mean(name, [*known, *CARRIED_VARIANTS])}; "
                     f"catalog variants: cuda, {', '.join(VARIANT_AXES)}; carried: {', '.join(CARRIED_VARIANTS)}"
                 )
-            carried.append((name, value))
+            self.carried.append((name, value))
 
-    # cuda: +cuda / ~cuda (or cuda=true/false), the line from ^cuda@X
-    raw_cuda = spec.variant("cuda")
-    if isinstance(raw_cuda, tuple):
-        if raw_cuda in (("true",), ("True",)):
-            raw_cuda = True
-        elif raw_cuda in (("false",), ("False",)):
-            raw_cuda = False
-        else:
-            problem(f"cuda={','.join(raw_cuda)}: cuda is a boolean variant, write +cuda or ~cuda")
-            raw_cuda = False
-    with_cuda = bool(raw_cuda)
-    dep = spec.dependency("cuda")
-    cuda_version = dep.version.lstrip("=") if dep is not None and dep.version else None
-    if with_cuda:
-        if cuda_version is None:
-            values["cuda"] = CUDA_UNRECORDED
-        else:
-            line = _cuda_line(cuda_version, catalog)
-            if line is None:
-                lines = ", ".join(f"{n} (toolkit {ln.toolkit})" for n, ln in catalog.cuda_lines.items())
-                problem(f"^cuda@{cuda_version} is not a catalog CUDA line; lines: {lines}")
-                values["cuda"] = CUDA_UNRECORDED
+    def cuda(self) -> bool:
+        """+cuda / ~cuda (or cuda=true/false); the CUDA line from ^cuda@X when recorded."""
+        raw = self.spec.variant("cuda")
+        if isinstance(raw, tuple):
+            if raw[0].lower() in ("true", "false") and len(raw) == 1:
+                raw = raw[0].lower() == "true"
             else:
-                values["cuda"] = line
-    else:
-        values["cuda"] = "none"
-        if dep is not None and raw_cuda is None and dep.version:
-            problem(f"^cuda@{dep.version} without +cuda; write +cuda to build with CUDA")
+                self.problem(f"cuda={','.join(raw)}: cuda is a boolean variant, write +cuda or ~cuda")
+                raw = False
+        dep = self.spec.dependency("cuda")
+        self.cuda_version = dep.version.lstrip("=") if dep is not None and dep.version else None
+        if not raw:
+            self.values["cuda"] = "none"
+            if self.cuda_version is not None and raw is None:
+                self.problem(f"^cuda@{self.cuda_version} without +cuda; write +cuda to build with CUDA")
+            return False
+        line = _cuda_line(self.cuda_version, self.catalog) if self.cuda_version else None
+        if self.cuda_version is not None and line is None:
+            lines = ", ".join(f"{n} (toolkit {ln.toolkit})" for n, ln in self.catalog.cuda_lines.items())
+            self.problem(f"^cuda@{self.cuda_version} is not a catalog CUDA line; lines: {lines}")
+        self.values["cuda"] = line or CUDA_UNRECORDED
+        return True
 
-    # the variant-named axes
-    for axis_name in VARIANT_AXES:
-        axis = catalog.axes[axis_name]
-        raw = spec.variant(axis_name)
-        if axis_name == "cuda_arch":
-            if not with_cuda:
-                if raw is not None and raw not in (("none",),):
-                    problem(f"cuda_arch={format_value(raw, axis_name).partition('=')[2]} needs +cuda")
-                values[axis_name] = ("none",)
-                continue
-            if raw is None or raw == ("none",):
-                problem("+cuda needs cuda_arch (the GPUs' compute capabilities, e.g. cuda_arch=80)")
-                values[axis_name] = ("none",)
-                continue
+    def axis(self, axis_name: str, with_cuda: bool) -> None:
+        """One variant-named axis; unknown values are problems, a missing one the default."""
+        axis = self.catalog.axes[axis_name]
+        raw = self.spec.variant(axis_name)
+        if axis_name == "cuda_arch" and (not with_cuda or raw in (None, ("none",))):
+            if not with_cuda and raw not in (None, ("none",)):
+                self.problem(f"{format_value(raw, axis_name)} needs +cuda")
+            elif with_cuda:
+                self.problem("+cuda needs cuda_arch (the GPUs' compute capabilities, e.g. cuda_arch=80)")
+            self.values[axis_name] = ("none",)
+            return
         if raw is None:
-            values[axis_name] = axis.default
-            notes.append(
-                f"{axis_name} not in the spec: catalog default "
-                f"{','.join(axis.default) if isinstance(axis.default, tuple) else axis.default}"
-            )
-            continue
+            self.values[axis_name] = axis.default
+            default = ",".join(axis.default) if isinstance(axis.default, tuple) else axis.default
+            self.notes.append(f"{axis_name} not in the spec: catalog default {default}")
+            return
         if isinstance(raw, bool):
-            problem(
-                f"{'+' if raw else '~'}{axis_name}: {axis_name} takes values "
-                f"({', '.join(axis.values)}), write {axis_name}=VALUE"
+            self.problem(
+                f"{'+' if raw else '~'}{axis_name}: {axis_name} takes values ({', '.join(axis.values)}), "
+                f"write {axis_name}=VALUE"
             )
-            values[axis_name] = axis.default
-            continue
-        unknown = [v for v in raw if v not in axis.values]
-        if unknown:
-            try:
-                catalog.parse_value(axis_name, list(raw))
-            except InputError as exc:
-                problem(str(exc))
-            good = tuple(v for v in raw if v in axis.values)
-            values[axis_name] = good if axis.kind == "multi" and good else axis.default
-            continue
+            self.values[axis_name] = axis.default
+            return
         try:
-            values[axis_name] = catalog.parse_value(axis_name, list(raw))
+            self.values[axis_name] = self.catalog.parse_value(axis_name, list(raw))
         except InputError as exc:
-            problem(str(exc))
-            values[axis_name] = axis.default
+            self.problem(str(exc))
+            good = tuple(v for v in raw if v in axis.values)
+            self.values[axis_name] = good if axis.kind == "multi" and good else axis.default
 
-    # Spack's py-horovod builds the tensor_ops library as a controller too
-    ops = values["tensor_ops"]
-    controllers = values["controllers"]
-    if (
-        isinstance(ops, str)
-        and ops in _OPS_BUILD_CONTROLLER
-        and isinstance(controllers, tuple)
-        and ops not in controllers
-    ):
-        order = catalog.axes["controllers"].order
-        values["controllers"] = tuple(sorted({*controllers, ops}, key=order))
-        notes.append(
-            f"tensor_ops={ops} builds {ops} support as well (as Spack's py-horovod does), "
-            f"so controllers is {','.join(values['controllers'])}"
-        )
-
-    # target
-    target = spec.target
-    if target is None:
-        target = str(catalog.axes["target"].default)
-        notes.append(f"target not in the spec: catalog default {target}")
-    elif not targets.known_target(target):
-        problem(f"target={target} is not an archspec microarchitecture{did_you_mean(target, targets._targets())}")
-        target = str(catalog.axes["target"].default)
-    elif catalog_target and target not in catalog.axes["target"].values:
-        mapped = catalog_target_for(target, catalog)
-        if mapped is None:
-            problem(
-                f"target={target}: no catalog target runs on it; targets: {', '.join(catalog.axes['target'].values)}"
+    def controllers_for_ops(self) -> None:
+        """Spack's py-horovod builds the tensor_ops library as a controller too."""
+        ops, controllers = self.values["tensor_ops"], self.values["controllers"]
+        if (
+            isinstance(ops, str)
+            and ops in _OPS_BUILD_CONTROLLER
+            and isinstance(controllers, tuple)
+            and ops not in controllers
+        ):
+            merged = tuple(sorted({*controllers, ops}, key=self.catalog.axes["controllers"].order))
+            self.values["controllers"] = merged
+            self.notes.append(
+                f"tensor_ops={ops} builds {ops} support as well (as Spack's py-horovod does), "
+                f"so controllers is {','.join(merged)}"
             )
-        else:
-            notes.append(f"target={target} is not a catalog target; the nearest one it runs is {mapped}")
-            target = mapped
-    values["target"] = target
 
-    if with_cuda and values["cuda"] == CUDA_UNRECORDED and strict:
-        line = _line_for_archs(values["cuda_arch"], catalog)
+    def target(self, catalog_target: bool) -> None:
+        axis = self.catalog.axes["target"]
+        target = self.spec.target
+        if target is None:
+            target = str(axis.default)
+            self.notes.append(f"target not in the spec: catalog default {target}")
+        elif not targets.known_target(target):
+            self.problem(
+                f"target={target} is not an archspec microarchitecture{did_you_mean(target, targets._targets())}"
+            )
+            target = str(axis.default)
+        elif catalog_target and target not in axis.values:
+            mapped = catalog_target_for(target, self.catalog)
+            if mapped is None:
+                self.problem(f"target={target}: no catalog target runs on it; targets: {', '.join(axis.values)}")
+            else:
+                self.notes.append(f"target={target} is not a catalog target; the nearest one it runs is {mapped}")
+                target = mapped
+        self.values["target"] = target
+
+    def assume_cuda_line(self) -> None:
+        """A spec to build without ^cuda@X: the newest catalog line that builds its archs."""
+        archs = self.values["cuda_arch"]
+        line = _line_for_archs(archs, self.catalog)
         if line is None:
-            problem(f"no catalog CUDA line builds cuda_arch {','.join(values['cuda_arch'])}")
-        else:
-            values["cuda"] = line
-            notes.append(
-                f"the spec has no ^cuda@X: the newest catalog line that builds its archs, "
-                f"CUDA {line} (toolkit {catalog.cuda_lines[line].toolkit}), is assumed"
-            )
-
-    ordered = {axis: values[axis] for axis in catalog.axes}
-    if not problems:
-        probe = Variant(ordered)
-        for text in catalog.violations(probe):
-            if values["cuda"] == CUDA_UNRECORDED and "cuda" in text:
-                continue
-            problem(f"not a valid build of this library: {text}")
-    return Mapped(ordered, tuple(problems), tuple(notes), tuple(carried), cuda_version)
+            self.problem(f"no catalog CUDA line builds cuda_arch {','.join(archs)}")
+            return
+        self.values["cuda"] = line
+        self.notes.append(
+            f"the spec has no ^cuda@X: the newest catalog line that builds its archs, "
+            f"CUDA {line} (toolkit {self.catalog.cuda_lines[line].toolkit}), is assumed"
+        )
 
 
 def _line_for_archs(archs: AxisValue, catalog: Catalog) -> str | None:
