@@ -37,6 +37,11 @@ def from_bfloat16(bits: np.ndarray) -> np.ndarray:
 class CudaDriver:
     def __init__(self, device: int = 0) -> None:
         self.lib = ctypes.CDLL("libcuda.so.1")
+        u64, size, vp = ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p
+        self.lib.cuMemAlloc_v2.argtypes = [ctypes.POINTER(u64), size]
+        self.lib.cuMemFree_v2.argtypes = [u64]
+        self.lib.cuMemcpyHtoD_v2.argtypes = [u64, vp, size]
+        self.lib.cuMemcpyDtoH_v2.argtypes = [vp, u64, size]
         self._check(self.lib.cuInit(0), "cuInit")
         dev = ctypes.c_int()
         self._check(self.lib.cuDeviceGet(ctypes.byref(dev), device), "cuDeviceGet")

@@ -31,6 +31,14 @@ def test_sass_for_each_arch_and_ptx_for_the_highest(built_plugin: hvd_nccl_build
     assert ptx == ["90"]
 
 
+def test_scaling_and_fusion_kernels_for_every_dtype(built_plugin: hvd_nccl_build.Built) -> None:
+    if hvd_nccl_build.cuobjdump() is None:
+        pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
+    types = ["__half", "__nv_bfloat16", "double", "float", "int", "long"]
+    expected = sorted(f"{k}<{t}>" for k in ("scale_kernel", "batched_copy_kernel") for t in types)
+    assert hvd_nccl_build.kernels(built_plugin.library) == expected
+
+
 def test_needs_only_nccl_at_run_time(built_plugin: hvd_nccl_build.Built) -> None:
     needed, runpath = hvd_nccl_build.dynamic_info(built_plugin.library)
     assert "libnccl.so.2" in needed

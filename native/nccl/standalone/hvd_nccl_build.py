@@ -178,3 +178,16 @@ def exported_symbols(library: Path) -> list[str]:
         ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
     ).stdout
     return sorted(line.split()[-1] for line in out.splitlines() if line.strip())
+
+
+def kernels(library: Path) -> list[str]:
+    """Demangled CUDA kernels in ``library``'s SASS, e.g. ``scale_kernel<float>``."""
+    tool = cuobjdump()
+    if tool is None:
+        raise RuntimeError("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
+    out = subprocess.run(
+        [tool, "--dump-resource-usage", str(library)], capture_output=True, text=True, check=True
+    ).stdout
+    mangled = sorted({line.split("Function", 1)[1].strip(" :") for line in out.splitlines() if "Function" in line})
+    demangled = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True, text=True, check=True).stdout
+    return sorted({re.sub(r"^.*::(\w+<[^>]*>)\(.*$", r"\1", line) for line in demangled.splitlines() if line})
