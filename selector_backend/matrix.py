@@ -49,10 +49,11 @@ DEPS_PREFIX = "/opt/hvd-deps"
 
 #: Shared libraries the wheel links but must not carry: the driver and NVML come
 #: with the machine, the CUDA runtime and NCCL from the gpu-nvidia extra's
-#: wheels, MPI from the mpi extra or the system (MPICH 12, MPICH ABI 1, Open MPI 40).
+#: wheels, MPI from the mpi extra or the system (MPICH 12 -- libmpich.so.12 on
+#: Debian/Ubuntu --, the MPI ABI standard's libmpi_abi.so.1, Open MPI 40).
 CUDA_EXCLUDES = ("libcuda.so.1", "libnvidia-ml.so.1")
 NCCL_EXCLUDES = ("libnccl.so.2",)
-MPI_EXCLUDES = ("libmpi.so.12", "libmpi_abi.so.1", "libmpi.so.40")
+MPI_EXCLUDES = ("libmpi.so.12", "libmpich.so.12", "libmpi_abi.so.1", "libmpi.so.40")
 
 #: Targets at or above these generic levels need ISA extensions that the
 #: manylinux tag cannot express; auditwheel's ISA check is disabled for them on

@@ -352,6 +352,8 @@ def why_not_buildable(variant: Variant, catalog: Catalog, machine: str | None = 
     missing = missing_toolchain(variant)
     if missing:
         return "missing " + "; ".join(missing)
+    if _uses(variant, "mpi") and catalog.mpi_abi and mpicc_for(catalog.mpi_abi) is None:
+        return f"needs an {catalog.mpi_abi} MPI (the prebuilt MPI ABI); see recipes/mpi/"
     cuda = str(variant["cuda"])
     if cuda != "none":
         nvcc = os.environ.get("CUDACXX") or shutil.which("nvcc")
@@ -373,7 +375,7 @@ def check_built(wheel: Path, variant: Variant, catalog: Catalog) -> None:
         raise ExternalError(f"{wheel.name} was built as {format_variant(built)}, not {format_variant(variant)}")
 
 
-def _run_into(cmd: list[str], outdir: Path, what: str) -> Path:
+def _run_into(cmd: list[str], outdir: Path, what: str, env: dict[str, str] | None = None) -> Path:
     """Run a wheel-producing command into a fresh directory; move its one wheel to ``outdir``."""
     import subprocess
 
@@ -381,7 +383,7 @@ def _run_into(cmd: list[str], outdir: Path, what: str) -> Path:
 
     outdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=outdir, prefix=".work-") as work:
-        result = subprocess.run([*cmd, str(work)], capture_output=True, text=True)
+        result = subprocess.run([*cmd, str(work)], capture_output=True, text=True, env=env)
         if result.returncode != 0:
             lines = [ln for ln in (result.stdout + "\n" + result.stderr).splitlines() if ln.strip()]
             raise ExternalError(f"{what} failed (exit {result.returncode}): {' | '.join(lines[-3:])}")
@@ -393,14 +395,45 @@ def _run_into(cmd: list[str], outdir: Path, what: str) -> Path:
     return final
 
 
-def build_one(variant: Variant, outdir: Path, *, source_dir: Path, isolated: bool = False) -> Path:
-    """Build one variant's wheel with the project's PEP 517 backend (``-C variant=...``)."""
+def _uses(variant: Variant, library: str) -> bool:
+    return library in (*variant.values_of("tensor_ops"), *variant.values_of("controllers"))
+
+
+def mpicc_for(abi: str) -> str | None:
+    """An mpicc of the ABI family (Debian's mpicc.mpich, or an mpicc that is MPICH/Open MPI)."""
+    import shutil
+    import subprocess
+
+    suffixed = shutil.which(f"mpicc.{abi}")
+    if suffixed:
+        return suffixed
+    plain = shutil.which("mpicc")
+    if plain:
+        show = subprocess.run([plain, "-show"], capture_output=True, text=True).stdout
+        info = subprocess.run([plain, "--showme:libs"], capture_output=True, text=True).stdout
+        if (abi == "mpich" and "-lmpi" in show and not info) or (abi == "openmpi" and info):
+            return plain
+    return None
+
+
+def build_one(variant: Variant, outdir: Path, *, source_dir: Path, catalog: Catalog, isolated: bool = False) -> Path:
+    """Build one variant's wheel with the project's PEP 517 backend (``-C variant=...``).
+
+    An MPI variant is linked against the catalog's prebuilt MPI ABI ([builds]
+    mpi_abi), whatever ``mpicc`` is on PATH, through scikit-build-core's
+    SKBUILD_CMAKE_DEFINE.
+    """
     from .variant import format_variant
 
     cmd = [sys.executable, "-m", "build", "--wheel", f"-Cvariant={format_variant(variant)}", str(source_dir)]
     if not isolated:
         cmd.insert(4, "--no-isolation")
-    return _run_into([*cmd, "--outdir"], outdir, f"building {format_variant(variant)}")
+    env = dict(os.environ)
+    if _uses(variant, "mpi") and catalog.mpi_abi:
+        mpicc = mpicc_for(catalog.mpi_abi)
+        if mpicc:
+            env["SKBUILD_CMAKE_DEFINE"] = f"MPI_C_COMPILER={mpicc}"
+    return _run_into([*cmd, "--outdir"], outdir, f"building {format_variant(variant)}", env)
 
 
 def repair(wheel: Path, outdir: Path, excludes: Sequence[str], isa_check: bool) -> Path:

@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     for job, _ in todo:
         # One folder per variant: every variant's wheel has the same standard name.
         raw = publish.build_one(
-            job.variant, args.wheelhouse / "raw" / job.label, source_dir=source, isolated=args.isolated
+            job.variant, args.wheelhouse / "raw" / job.label, source_dir=source, catalog=catalog, isolated=args.isolated
         )
         wheel = (
             raw
