@@ -50,16 +50,39 @@ from .rendezvous import RendezvousError  # noqa: E402
 _api._set_facts(_FACTS)
 
 __all__ = [
-    "Average", "CollectiveTimeoutError", "HorovodInternalError", "Max", "Min", "MismatchError",
-    "NotInitializedError", "PeerFailureError", "Product", "RendezvousError", "Sum", "UnavailableError",
-    "allgather", "allreduce", "alltoall", "barrier", "broadcast", "build_info", "fusion_threshold",
-    "grouped_allreduce", "init", "is_initialized", "local_rank", "local_size", "rank",
-    "set_fusion_threshold", "shutdown", "size",
+    "Average",
+    "CollectiveTimeoutError",
+    "HorovodInternalError",
+    "Max",
+    "Min",
+    "MismatchError",
+    "NotInitializedError",
+    "PeerFailureError",
+    "Product",
+    "RendezvousError",
+    "Sum",
+    "UnavailableError",
+    "allgather",
+    "allreduce",
+    "alltoall",
+    "barrier",
+    "broadcast",
+    "build_info",
+    "fusion_threshold",
+    "grouped_allreduce",
+    "init",
+    "is_initialized",
+    "local_rank",
+    "local_size",
+    "rank",
+    "set_fusion_threshold",
+    "shutdown",
+    "size",
 ]
 
 
 def build_info() -> dict[str, Any]:
     """Variant, target and flags, tensor_ops, controllers, CUDA archs, library versions."""
-    from .build_info import collect
+    from ._build_info import collect
 
     return collect(_FACTS)

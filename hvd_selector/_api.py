@@ -87,9 +87,16 @@ def init() -> None:
         client = StoreClient(host, int(port), bytes.fromhex(secret), wait, prefix=f"g{_generation}/")
         hostname = "127.0.0.1" if host in ("127.0.0.1", "localhost") else socket.gethostname()
         try:
-            _core.init_gloo(_env_int("HVD_SELECTOR_RANK"), _env_int("HVD_SELECTOR_SIZE"),
-                            _env_int("HVD_SELECTOR_LOCAL_RANK"), _env_int("HVD_SELECTOR_LOCAL_SIZE"),
-                            client.set, client.get, os.environ.get("HVD_SELECTOR_HOSTNAME", hostname), wait)
+            _core.init_gloo(
+                _env_int("HVD_SELECTOR_RANK"),
+                _env_int("HVD_SELECTOR_SIZE"),
+                _env_int("HVD_SELECTOR_LOCAL_RANK"),
+                _env_int("HVD_SELECTOR_LOCAL_SIZE"),
+                client.set,
+                client.get,
+                os.environ.get("HVD_SELECTOR_HOSTNAME", hostname),
+                wait,
+            )
         finally:
             client.close()
     elif "mpi" in controllers and (under_mpi or "gloo" not in controllers):
@@ -107,7 +114,7 @@ def shutdown() -> None:
         _core.finalize()
 
 
-atexit.register(lambda: _core.initialized() and _core.finalize())
+atexit.register(shutdown)
 
 
 def is_initialized() -> bool:
@@ -143,8 +150,9 @@ def _check(tensor: Any, what: str) -> Any:
     if hasattr(tensor, "__dlpack__"):
         detach = getattr(tensor, "detach", None)
         return detach() if callable(detach) else tensor
-    raise TypeError(f"{what}: expected a numpy array or a DLPack tensor (torch.Tensor ...), "
-                    f"got {type(tensor).__name__}")
+    raise TypeError(
+        f"{what}: expected a numpy array or a DLPack tensor (torch.Tensor ...), got {type(tensor).__name__}"
+    )
 
 
 def _on_gpu(tensor: Any) -> bool:
@@ -190,19 +198,26 @@ def _check_op(op: int) -> int:
 
 
 # ----------------------------------------------------------------- collectives
-def allreduce(tensor: Any, op: int = Average, prescale_factor: float = 1.0,
-              postscale_factor: float = 1.0, name: str | None = None) -> Any:
+def allreduce(
+    tensor: Any, op: int = Average, prescale_factor: float = 1.0, postscale_factor: float = 1.0, name: str | None = None
+) -> Any:
     """Reduce across ranks; every rank gets postscale * op(prescale * tensor)."""
     tensor = _check(tensor, "allreduce")
     _gpu_guard(tensor)
     out = _copy(tensor) if _on_gpu(tensor) else _empty(tensor, tensor.shape)
-    _core.allreduce(out if _on_gpu(tensor) else tensor, out, _check_op(op), float(prescale_factor),
-                    float(postscale_factor))
+    _core.allreduce(
+        out if _on_gpu(tensor) else tensor, out, _check_op(op), float(prescale_factor), float(postscale_factor)
+    )
     return out
 
 
-def grouped_allreduce(tensors: Sequence[Any], op: int = Average, prescale_factor: float = 1.0,
-                      postscale_factor: float = 1.0, name: str | None = None) -> list[Any]:
+def grouped_allreduce(
+    tensors: Sequence[Any],
+    op: int = Average,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    name: str | None = None,
+) -> list[Any]:
     """Allreduce many tensors through fusion buffers (see fusion_threshold())."""
     ins = [_check(t, "grouped_allreduce") for t in tensors]
     for t in ins[:1]:

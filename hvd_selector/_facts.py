@@ -50,7 +50,8 @@ def _load_json(path: Path) -> Any:
     except FileNotFoundError:
         raise ImportError(
             f"hvd_selector: {path.name} is missing from {path.parent}; this is not an installed build "
-            "(reinstall: pip install --no-cache-dir --force-reinstall hvd-selector)") from None
+            "(reinstall: pip install --no-cache-dir --force-reinstall hvd-selector)"
+        ) from None
     except ValueError as exc:
         raise ImportError(f"hvd_selector: {path} is not valid JSON ({exc}); reinstall hvd-selector") from None
 
@@ -65,8 +66,7 @@ def load_facts(package_dir: Path = PACKAGE_DIR) -> BuildFacts:
     features = namespaces.get(NAMESPACE) if isinstance(namespaces, dict) else None
     if not isinstance(features, dict) or "target" not in features:
         raise ImportError(f"hvd_selector: variant.json has no {NAMESPACE!r} target entry")
-    axes = {str(k): tuple(str(v) for v in (vals if isinstance(vals, list) else [vals]))
-            for k, vals in features.items()}
+    axes = {str(k): tuple(str(v) for v in (vals if isinstance(vals, list) else [vals])) for k, vals in features.items()}
     config_path = package_dir / "build_config.json"
     config = _load_json(config_path) if config_path.exists() else {}
     return BuildFacts(label=str(label), axes=axes, config={str(k): str(v) for k, v in config.items()})

@@ -26,8 +26,10 @@ def _host_cpu() -> tuple[str, str, frozenset[str]]:
         if not targets.known_target(pretend):
             from selector_backend.errors import did_you_mean
 
-            raise ImportError(f"hvd_selector: {TARGET_ENV}={pretend!r} is not an archspec target"
-                              f"{did_you_mean(pretend, targets._targets())}; unset it or name a real one")
+            raise ImportError(
+                f"hvd_selector: {TARGET_ENV}={pretend!r} is not an archspec target"
+                f"{did_you_mean(pretend, targets._targets())}; unset it or name a real one"
+            )
         return pretend, targets.family(pretend), targets.features(pretend)
     import archspec.cpu
 
@@ -44,13 +46,17 @@ def check_cpu(facts: BuildFacts) -> None:
     if not targets.known_target(target):
         raise ImportError(f"hvd_selector: this build targets unknown CPU {target!r}; reinstall: {REINSTALL}")
     if targets.family(target) != host_family:
-        raise ImportError(f"hvd_selector: this build is for {targets.family(target)} ({target}) but this "
-                          f"machine is {host_family} ({host_name}); reinstall the build for this machine: "
-                          f"{REINSTALL}")
+        raise ImportError(
+            f"hvd_selector: this build is for {targets.family(target)} ({target}) but this "
+            f"machine is {host_family} ({host_name}); reinstall the build for this machine: "
+            f"{REINSTALL}"
+        )
     missing = targets.missing_features(target, host_features)
     if missing:
-        raise ImportError(f"hvd_selector: this build targets {target} but this CPU ({host_name}) lacks "
-                          f"{', '.join(missing)}; reinstall the build for this machine: {REINSTALL}")
+        raise ImportError(
+            f"hvd_selector: this build targets {target} but this CPU ({host_name}) lacks "
+            f"{', '.join(missing)}; reinstall the build for this machine: {REINSTALL}"
+        )
 
 
 def check_gpu(archs: Sequence[str], compute_capability: str) -> str:
@@ -62,5 +68,6 @@ def check_gpu(archs: Sequence[str], compute_capability: str) -> str:
         raise RuntimeError(
             f"GPU operations unavailable: this build has code for cuda_arch={','.join(archs) or 'none'} "
             f"which cannot run on a GPU of compute capability {compute_capability}; reinstall the build "
-            f"for this machine: {REINSTALL}[gpu-nvidia]")
+            f"for this machine: {REINSTALL}[gpu-nvidia]"
+        )
     return str(support)

@@ -49,8 +49,7 @@ def _stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
             p.wait()
 
 
-def launch_gloo(num_proc: int, command: Sequence[str], timeout: float,
-                env: Mapping[str, str] | None = None) -> int:
+def launch_gloo(num_proc: int, command: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> int:
     """Run ``command`` as ``num_proc`` local ranks; the first failing rank's exit code wins."""
     secret = secrets.token_bytes(32)
     server = StoreServer(secret).start()
@@ -60,15 +59,17 @@ def launch_gloo(num_proc: int, command: Sequence[str], timeout: float,
     try:
         for rank in range(num_proc):
             rank_env = dict(base)
-            rank_env.update({
-                "HVD_SELECTOR_RANK": str(rank),
-                "HVD_SELECTOR_SIZE": str(num_proc),
-                "HVD_SELECTOR_LOCAL_RANK": str(rank),
-                "HVD_SELECTOR_LOCAL_SIZE": str(num_proc),
-                "HVD_SELECTOR_RENDEZVOUS": f"{host}:{port}",
-                "HVD_SELECTOR_SECRET": secret.hex(),
-                "HVD_SELECTOR_TIMEOUT": f"{timeout:g}",
-            })
+            rank_env.update(
+                {
+                    "HVD_SELECTOR_RANK": str(rank),
+                    "HVD_SELECTOR_SIZE": str(num_proc),
+                    "HVD_SELECTOR_LOCAL_RANK": str(rank),
+                    "HVD_SELECTOR_LOCAL_SIZE": str(num_proc),
+                    "HVD_SELECTOR_RENDEZVOUS": f"{host}:{port}",
+                    "HVD_SELECTOR_SECRET": secret.hex(),
+                    "HVD_SELECTOR_TIMEOUT": f"{timeout:g}",
+                }
+            )
             procs.append(subprocess.Popen(list(command), env=rank_env))
         first_failure: int | None = None
         deadline: float | None = None
@@ -82,8 +83,11 @@ def launch_gloo(num_proc: int, command: Sequence[str], timeout: float,
                     first_failure = _exit_code(failed[0])
                     deadline = time.monotonic() + timeout + 2.0
             elif deadline is not None and time.monotonic() > deadline:
-                print(f"hvd-selector run: a rank failed (exit {first_failure}); stopping the ranks still "
-                      f"running after {timeout:g}s", file=sys.stderr)
+                print(
+                    f"hvd-selector run: a rank failed (exit {first_failure}); stopping the ranks still "
+                    f"running after {timeout:g}s",
+                    file=sys.stderr,
+                )
                 _stop(procs)
                 break
             time.sleep(POLL_SECONDS)
@@ -114,13 +118,21 @@ def mpiexec_command(mpiexec: str, num_proc: int, command: Sequence[str]) -> tupl
     return args + list(command), extra_env
 
 
-def launch_mpi(facts: BuildFacts, num_proc: int, command: Sequence[str], timeout: float,
-               mpiexec: str | None = None, env: Mapping[str, str] | None = None) -> int:
+def launch_mpi(
+    facts: BuildFacts,
+    num_proc: int,
+    command: Sequence[str],
+    timeout: float,
+    mpiexec: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
     """Defer to the mpiexec of the MPI this build linked (recorded at build time)."""
     exe = mpiexec or facts.config.get("mpiexec") or shutil.which("mpiexec") or ""
     if not exe or not (os.path.exists(exe) or shutil.which(exe)):
-        raise FileNotFoundError(f"mpiexec {exe or '(none recorded)'} not found; this is an MPI build: "
-                                "install its MPI runtime or pass --mpiexec PATH")
+        raise FileNotFoundError(
+            f"mpiexec {exe or '(none recorded)'} not found; this is an MPI build: "
+            "install its MPI runtime or pass --mpiexec PATH"
+        )
     args, extra_env = mpiexec_command(exe, num_proc, command)
     run_env = dict(os.environ if env is None else env)
     run_env.update(extra_env)
@@ -131,8 +143,13 @@ def launch_mpi(facts: BuildFacts, num_proc: int, command: Sequence[str], timeout
         return 130
 
 
-def launch(num_proc: int, command: Sequence[str], timeout: float, mpiexec: str | None = None,
-           env: Mapping[str, str] | None = None) -> int:
+def launch(
+    num_proc: int,
+    command: Sequence[str],
+    timeout: float,
+    mpiexec: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
     facts = load_facts()
     if uses_mpiexec(facts) or mpiexec:
         return launch_mpi(facts, num_proc, command, timeout, mpiexec, env)

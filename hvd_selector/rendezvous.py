@@ -117,8 +117,7 @@ class StoreServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, secret: bytes, host: str = "127.0.0.1", port: int = 0,
-                 handshake_timeout: float = 10.0) -> None:
+    def __init__(self, secret: bytes, host: str = "127.0.0.1", port: int = 0, handshake_timeout: float = 10.0) -> None:
         super().__init__((host, port), _Handler)
         self.secret = secret
         self.handshake_timeout = handshake_timeout
@@ -159,8 +158,11 @@ class StoreServer(socketserver.ThreadingTCPServer):
                 while key not in self._data:
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        return {"ok": False, "error": f"timed out after {timeout:g}s waiting for key {key!r} "
-                                "(a rank did not start or died before rendezvous)"}
+                        return {
+                            "ok": False,
+                            "error": f"timed out after {timeout:g}s waiting for key {key!r} "
+                            "(a rank did not start or died before rendezvous)",
+                        }
                     self._cond.wait(left)
                 return {"ok": True, "value": base64.b64encode(self._data[key]).decode()}
         return {"ok": False, "error": f"unknown request {op!r}"}
@@ -182,14 +184,15 @@ class StoreClient:
             hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES)
             if not hello.startswith(MAGIC):
                 raise RendezvousError(f"{where} is not an hvd-selector rendezvous")
-            nonce_s = hello[len(MAGIC):]
+            nonce_s = hello[len(MAGIC) :]
             nonce_c = os.urandom(NONCE_BYTES)
             sock.sendall(nonce_c + _mac(secret, b"client", nonce_s, nonce_c))
             proof = _recv_exact(sock, MAC_BYTES)
             if not hmac.compare_digest(proof, _mac(secret, b"server", nonce_c, nonce_s)):
                 raise RendezvousError(
                     f"rendezvous at {where} rejected this rank: shared secret mismatch "
-                    "(HVD_SELECTOR_SECRET must be the one the launcher generated)")
+                    "(HVD_SELECTOR_SECRET must be the one the launcher generated)"
+                )
         except (OSError, ConnectionError) as exc:
             sock.close()
             raise RendezvousError(f"rendezvous handshake with {where} failed: {exc}") from None
@@ -214,8 +217,7 @@ class StoreClient:
         return reply
 
     def set(self, key: str, value: bytes) -> None:
-        self._call({"op": "set", "key": self.prefix + key, "value": base64.b64encode(value).decode()},
-                   self.timeout)
+        self._call({"op": "set", "key": self.prefix + key, "value": base64.b64encode(value).decode()}, self.timeout)
 
     def get(self, key: str, timeout_ms: int | None = None) -> bytes:
         wait = self.timeout if timeout_ms is None else timeout_ms / 1000.0

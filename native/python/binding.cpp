@@ -45,25 +45,18 @@ void raise_status(hvd_status st) {
   if (st == HVD_OK) return;
   std::string msg = hvd_last_error();
   switch (st) {
-    case HVD_ERR_INVALID:
-      throw nb::value_error(msg.c_str());
-    case HVD_ERR_MISMATCH:
-      throw MismatchError(msg);
-    case HVD_ERR_TIMEOUT:
-      throw TimeoutError(msg);
-    case HVD_ERR_PEER:
-      throw PeerError(msg);
-    case HVD_ERR_UNAVAILABLE:
-      throw UnavailableError(msg);
-    case HVD_ERR_NOT_INITIALIZED:
-      throw NotInitializedError(msg);
-    default:
-      throw InternalError(msg);
+    case HVD_ERR_INVALID: throw nb::value_error(msg.c_str());
+    case HVD_ERR_MISMATCH: throw MismatchError(msg);
+    case HVD_ERR_TIMEOUT: throw TimeoutError(msg);
+    case HVD_ERR_PEER: throw PeerError(msg);
+    case HVD_ERR_UNAVAILABLE: throw UnavailableError(msg);
+    case HVD_ERR_NOT_INITIALIZED: throw NotInitializedError(msg);
+    default: throw InternalError(msg);
   }
 }
 
 template <typename Fn>
-void call(Fn &&fn) {
+void call(Fn&& fn) {
   hvd_status st;
   {
     nb::gil_scoped_release release;
@@ -72,7 +65,7 @@ void call(Fn &&fn) {
   raise_status(st);
 }
 
-hvd_dtype to_dtype(nb::dlpack::dtype dt, const char *what) {
+hvd_dtype to_dtype(nb::dlpack::dtype dt, const char* what) {
   using code = nb::dlpack::dtype_code;
   if (dt.lanes == 1) {
     if (dt.code == static_cast<uint8_t>(code::Float)) {
@@ -86,7 +79,7 @@ hvd_dtype to_dtype(nb::dlpack::dtype dt, const char *what) {
       if (dt.bits == 64) return HVD_INT64;
     }
   }
-  static const char *names[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  static const char* names[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
   std::string name = dt.code < 7 ? names[dt.code] : "code" + std::to_string(dt.code);
   throw nb::type_error((std::string(what) + ": unsupported dtype " + name + std::to_string(dt.bits) +
                         "; supported: float16, bfloat16, float32, float64, int32, int64")
@@ -94,7 +87,7 @@ hvd_dtype to_dtype(nb::dlpack::dtype dt, const char *what) {
 }
 
 template <typename A>
-hvd_tensor to_tensor(const A &a, const char *what) {
+hvd_tensor to_tensor(const A& a, const char* what) {
   hvd_tensor t{};
   t.dtype = to_dtype(a.dtype(), what);
   if (a.ndim() > HVD_MAX_DIMS)
@@ -108,10 +101,10 @@ hvd_tensor to_tensor(const A &a, const char *what) {
     expected *= t.shape[i];
   }
   if (!contiguous && expected != 0)
-    throw nb::value_error((std::string(what) +
-                           ": tensor is not C-contiguous; pass np.ascontiguousarray(x) or x.contiguous()")
-                              .c_str());
-  t.data = const_cast<void *>(static_cast<const void *>(a.data()));
+    throw nb::value_error(
+        (std::string(what) + ": tensor is not C-contiguous; pass np.ascontiguousarray(x) or x.contiguous()")
+            .c_str());
+  t.data = const_cast<void*>(static_cast<const void*>(a.data()));
   int dev = a.device_type();
   if (dev == nb::device::cpu::value) {
     t.device = HVD_DEVICE_CPU;
@@ -131,42 +124,57 @@ struct PyStore {
   nb::callable set_fn, get_fn;
 };
 
-void copy_error(char *error, const std::string &msg) {
+void copy_error(char* error, const std::string& msg) {
   std::strncpy(error, msg.c_str(), 255);
   error[255] = '\0';
 }
 
-int store_set(void *ctx, const char *key, const void *value, size_t len, char *error) {
+// The exception's own text (python_error::what() appends a traceback).
+std::string python_message(nb::python_error& exc) {
+  try {
+    return nb::str(exc.value()).c_str();
+  } catch (...) {
+    return exc.what();
+  }
+}
+
+int store_set(void* ctx, const char* key, const void* value, size_t len, char* error) {
   nb::gil_scoped_acquire gil;
   try {
-    auto *s = static_cast<PyStore *>(ctx);
-    s->set_fn(std::string(key), nb::bytes(static_cast<const char *>(value), len));
+    auto* s = static_cast<PyStore*>(ctx);
+    s->set_fn(std::string(key), nb::bytes(static_cast<const char*>(value), len));
     return 0;
-  } catch (const std::exception &exc) {
+  } catch (nb::python_error& exc) {
+    copy_error(error, python_message(exc));
+    return 1;
+  } catch (const std::exception& exc) {
     copy_error(error, exc.what());
     return 1;
   }
 }
 
-int store_get(void *ctx, const char *key, void **value, size_t *len, int64_t timeout_ms, char *error) {
+int store_get(void* ctx, const char* key, void** value, size_t* len, int64_t timeout_ms, char* error) {
   nb::gil_scoped_acquire gil;
   try {
-    auto *s = static_cast<PyStore *>(ctx);
+    auto* s = static_cast<PyStore*>(ctx);
     nb::bytes data = nb::cast<nb::bytes>(s->get_fn(std::string(key), timeout_ms));
     *len = data.size();
     *value = std::malloc(*len ? *len : 1);
     std::memcpy(*value, data.c_str(), *len);
     return 0;
-  } catch (const std::exception &exc) {
+  } catch (nb::python_error& exc) {
+    copy_error(error, python_message(exc));
+    return 1;
+  } catch (const std::exception& exc) {
     copy_error(error, exc.what());
     return 1;
   }
 }
 
-std::vector<hvd_tensor> tensors(const std::vector<Array> &arrays, const char *what) {
+std::vector<hvd_tensor> tensors(const std::vector<Array>& arrays, const char* what) {
   std::vector<hvd_tensor> out;
   out.reserve(arrays.size());
-  for (const auto &a : arrays) out.push_back(to_tensor(a, what));
+  for (const auto& a : arrays) out.push_back(to_tensor(a, what));
   return out;
 }
 
@@ -182,7 +190,7 @@ NB_MODULE(_core, m) {
   nb::exception<NotInitializedError>(m, "NotInitializedError", PyExc_ValueError);
 
   m.def("init_gloo", [](int rank, int size, int local_rank, int local_size, nb::callable set_fn,
-                        nb::callable get_fn, const std::string &hostname, double timeout_s) {
+                        nb::callable get_fn, const std::string& hostname, double timeout_s) {
     PyStore store{std::move(set_fn), std::move(get_fn)};
     hvd_store s{&store, store_set, store_get};
     call([&] { return hvd_init_gloo(rank, size, local_rank, local_size, &s, hostname.c_str(), timeout_s); });
@@ -195,31 +203,34 @@ NB_MODULE(_core, m) {
   m.def("local_rank", &hvd_local_rank);
   m.def("local_size", &hvd_local_size);
 
-  m.def("allreduce", [](const Array &in, const MutArray &out, int op, double pre, double post) {
+  m.def("allreduce", [](const Array& in, const MutArray& out, int op, double pre, double post) {
     hvd_tensor ti = to_tensor(in, "allreduce"), to = to_tensor(out, "allreduce");
     call([&] { return hvd_allreduce(&ti, &to, static_cast<hvd_op>(op), pre, post); });
   });
-  m.def("grouped_allreduce", [](const std::vector<Array> &ins, const std::vector<Array> &outs, int op,
-                                double pre, double post) {
-    if (ins.size() != outs.size()) throw nb::value_error("grouped_allreduce: inputs and outputs differ in count");
-    auto ti = tensors(ins, "grouped_allreduce"), to = tensors(outs, "grouped_allreduce");
-    call([&] { return hvd_grouped_allreduce(ti.data(), to.data(), ti.size(), static_cast<hvd_op>(op), pre, post); });
-  });
-  m.def("allgather_prepare", [](const Array &in) {
+  m.def("grouped_allreduce",
+        [](const std::vector<Array>& ins, const std::vector<Array>& outs, int op, double pre, double post) {
+          if (ins.size() != outs.size())
+            throw nb::value_error("grouped_allreduce: inputs and outputs differ in count");
+          auto ti = tensors(ins, "grouped_allreduce"), to = tensors(outs, "grouped_allreduce");
+          call([&] {
+            return hvd_grouped_allreduce(ti.data(), to.data(), ti.size(), static_cast<hvd_op>(op), pre, post);
+          });
+        });
+  m.def("allgather_prepare", [](const Array& in) {
     hvd_tensor t = to_tensor(in, "allgather");
     std::vector<int64_t> dims(static_cast<size_t>(std::max(hvd_size(), 1)));
     call([&] { return hvd_allgather_prepare(&t, dims.data()); });
     return dims;
   });
-  m.def("allgather", [](const Array &in, const MutArray &out, const std::vector<int64_t> &dims) {
+  m.def("allgather", [](const Array& in, const MutArray& out, const std::vector<int64_t>& dims) {
     hvd_tensor ti = to_tensor(in, "allgather"), to = to_tensor(out, "allgather");
     call([&] { return hvd_allgather(&ti, &to, dims.data()); });
   });
-  m.def("broadcast", [](const MutArray &inout, int root) {
+  m.def("broadcast", [](const MutArray& inout, int root) {
     hvd_tensor t = to_tensor(inout, "broadcast");
     call([&] { return hvd_broadcast(&t, root); });
   });
-  m.def("alltoall_prepare", [](const Array &in, const std::vector<int64_t> &splits) {
+  m.def("alltoall_prepare", [](const Array& in, const std::vector<int64_t>& splits) {
     hvd_tensor t = to_tensor(in, "alltoall");
     if (static_cast<int>(splits.size()) != hvd_size())
       throw nb::value_error(("alltoall: splits has " + std::to_string(splits.size()) +
@@ -229,8 +240,8 @@ NB_MODULE(_core, m) {
     call([&] { return hvd_alltoall_prepare(&t, splits.data(), recv.data()); });
     return recv;
   });
-  m.def("alltoall", [](const Array &in, const std::vector<int64_t> &splits, const MutArray &out,
-                       const std::vector<int64_t> &recv) {
+  m.def("alltoall", [](const Array& in, const std::vector<int64_t>& splits, const MutArray& out,
+                       const std::vector<int64_t>& recv) {
     hvd_tensor ti = to_tensor(in, "alltoall"), to = to_tensor(out, "alltoall");
     call([&] { return hvd_alltoall(&ti, splits.data(), &to, recv.data()); });
   });

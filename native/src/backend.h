@@ -23,20 +23,20 @@ class Backend {
   virtual std::string version() const = 0;
 
   // Every rank contributes `bytes`; out holds size() * bytes in rank order.
-  virtual void allgather(const void *in, void *out, size_t bytes) = 0;
+  virtual void allgather(const void* in, void* out, size_t bytes) = 0;
   // In-place reduction of `count` elements with the core's kernels' semantics.
-  virtual void allreduce(void *buf, size_t count, hvd_dtype dtype, hvd_op op) = 0;
+  virtual void allreduce(void* buf, size_t count, hvd_dtype dtype, hvd_op op) = 0;
   // Rank r contributes bytes[r]; out is the concatenation.
-  virtual void allgatherv(const void *in, void *out, const std::vector<size_t> &bytes) = 0;
-  virtual void broadcast(void *buf, size_t bytes, int root) = 0;
+  virtual void allgatherv(const void* in, void* out, const std::vector<size_t>& bytes) = 0;
+  virtual void broadcast(void* buf, size_t bytes, int root) = 0;
   // send_bytes[r] go to rank r (contiguous, in rank order); recv likewise.
-  virtual void alltoallv(const void *in, const std::vector<size_t> &send_bytes, void *out,
-                         const std::vector<size_t> &recv_bytes) = 0;
+  virtual void alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,
+                         const std::vector<size_t>& recv_bytes) = 0;
   virtual void barrier() = 0;
 };
 
 std::unique_ptr<Backend> make_gloo_backend(int rank, int size, int local_rank, int local_size,
-                                           const hvd_store &store, const std::string &hostname,
+                                           const hvd_store& store, const std::string& hostname,
                                            double timeout_s);
 std::unique_ptr<Backend> make_mpi_backend(double timeout_s);
 

@@ -14,8 +14,7 @@ namespace hvd {
 // Thrown anywhere in the core; the C surface turns it into status + message.
 class Error : public std::runtime_error {
  public:
-  Error(hvd_status status, const std::string &message)
-      : std::runtime_error(message), status_(status) {}
+  Error(hvd_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
   hvd_status status() const { return status_; }
 
  private:
@@ -23,11 +22,11 @@ class Error : public std::runtime_error {
 };
 
 size_t dtype_size(hvd_dtype dtype);
-const char *dtype_name(hvd_dtype dtype);
-const char *op_name(hvd_op op);
+const char* dtype_name(hvd_dtype dtype);
+const char* op_name(hvd_op op);
 bool valid_dtype(int dtype);
 bool valid_op(int op);
-int64_t num_elements(const hvd_tensor &t);
-std::string shape_string(const hvd_tensor &t);
+int64_t num_elements(const hvd_tensor& t);
+std::string shape_string(const hvd_tensor& t);
 
 }  // namespace hvd

@@ -19,25 +19,19 @@ namespace {
 std::unique_ptr<Backend> g_backend;
 thread_local std::string g_last_error;
 
-const char *kind_name(uint32_t kind) {
+const char* kind_name(uint32_t kind) {
   switch (static_cast<Kind>(kind)) {
-    case Kind::Allreduce:
-      return "allreduce";
-    case Kind::Grouped:
-      return "grouped_allreduce";
-    case Kind::Allgather:
-      return "allgather";
-    case Kind::Broadcast:
-      return "broadcast";
-    case Kind::Alltoall:
-      return "alltoall";
-    case Kind::Barrier:
-      return "barrier";
+    case Kind::Allreduce: return "allreduce";
+    case Kind::Grouped: return "grouped_allreduce";
+    case Kind::Allgather: return "allgather";
+    case Kind::Broadcast: return "broadcast";
+    case Kind::Alltoall: return "alltoall";
+    case Kind::Barrier: return "barrier";
   }
   return "unknown";
 }
 
-std::string explain(const Descriptor &d, bool vary_first_dim) {
+std::string explain(const Descriptor& d, bool vary_first_dim) {
   std::string s = kind_name(d.kind);
   if (static_cast<Kind>(d.kind) == Kind::Barrier) return s;
   if (static_cast<Kind>(d.kind) == Kind::Grouped) {
@@ -62,7 +56,7 @@ std::string explain(const Descriptor &d, bool vary_first_dim) {
   return s;
 }
 
-bool same(const Descriptor &a, const Descriptor &b, bool vary_first_dim) {
+bool same(const Descriptor& a, const Descriptor& b, bool vary_first_dim) {
   if (a.magic != b.magic || a.kind != b.kind || a.dtype != b.dtype || a.op != b.op || a.root != b.root ||
       a.ndim != b.ndim || a.device != b.device || a.extra != b.extra)
     return false;
@@ -73,15 +67,15 @@ bool same(const Descriptor &a, const Descriptor &b, bool vary_first_dim) {
 
 }  // namespace
 
-Backend &backend() {
+Backend& backend() {
   if (!g_backend)
     throw Error(HVD_ERR_NOT_INITIALIZED, "hvd_selector is not initialised: call hvd_selector.init() first");
   return *g_backend;
 }
 
-void set_last_error(const std::string &message) { g_last_error = message; }
+void set_last_error(const std::string& message) { g_last_error = message; }
 
-Descriptor describe(Kind kind, const hvd_tensor *t, int op, int root) {
+Descriptor describe(Kind kind, const hvd_tensor* t, int op, int root) {
   Descriptor d;
   d.kind = static_cast<uint32_t>(kind);
   d.op = op;
@@ -95,11 +89,32 @@ Descriptor describe(Kind kind, const hvd_tensor *t, int op, int root) {
   return d;
 }
 
-std::vector<Descriptor> agree(const Descriptor &mine, bool vary_first_dim) {
-  Backend &b = backend();
-  std::vector<Descriptor> all(b.size());
-  b.allgather(&mine, all.data(), sizeof(Descriptor));
-  for (int r = 1; r < b.size(); ++r) {
+void check_agreement_impl(const std::vector<Descriptor>& all, bool vary_first_dim);
+
+std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const void* payload,
+                              size_t inline_bytes, std::vector<unsigned char>* payloads) {
+  Backend& b = backend();
+  if (inline_bytes > kInlineBytes) throw Error(HVD_ERR_INTERNAL, "inline payload too large");
+  constexpr size_t slot = sizeof(Descriptor) + kInlineBytes;
+  std::vector<unsigned char> send(slot, 0), all(slot * b.size());
+  std::memcpy(send.data(), &mine, sizeof(Descriptor));
+  if (payload && inline_bytes) std::memcpy(send.data() + sizeof(Descriptor), payload, inline_bytes);
+  b.allgather(send.data(), all.data(), slot);
+  std::vector<Descriptor> descriptors(b.size());
+  for (int r = 0; r < b.size(); ++r) std::memcpy(&descriptors[r], all.data() + r * slot, sizeof(Descriptor));
+  check_agreement_impl(descriptors, vary_first_dim);
+  if (payloads) {
+    payloads->resize(kInlineBytes * b.size());
+    for (int r = 0; r < b.size(); ++r)
+      std::memcpy(payloads->data() + r * kInlineBytes, all.data() + r * slot + sizeof(Descriptor),
+                  kInlineBytes);
+  }
+  return descriptors;
+}
+
+void check_agreement_impl(const std::vector<Descriptor>& all, bool vary_first_dim) {
+  const Descriptor& mine = all[0];
+  for (size_t r = 1; r < all.size(); ++r) {
     if (!same(all[0], all[r], vary_first_dim)) {
       throw Error(HVD_ERR_MISMATCH, std::string(kind_name(mine.kind)) + ": ranks disagree: rank 0 called " +
                                         explain(all[0], vary_first_dim) + " but rank " + std::to_string(r) +
@@ -108,10 +123,9 @@ std::vector<Descriptor> agree(const Descriptor &mine, bool vary_first_dim) {
                                         "with the same dtype and shape");
     }
   }
-  return all;
 }
 
-void check_tensor(const hvd_tensor *t, const char *what) {
+void check_tensor(const hvd_tensor* t, const char* what) {
   if (!t) throw Error(HVD_ERR_INVALID, std::string(what) + ": tensor is NULL");
   if (!valid_dtype(t->dtype))
     throw Error(HVD_ERR_INVALID, std::string(what) + ": unsupported dtype code " + std::to_string(t->dtype) +
@@ -131,10 +145,10 @@ using namespace hvd;
 
 extern "C" {
 
-const char *hvd_last_error(void) { return g_last_error.c_str(); }
+const char* hvd_last_error(void) { return g_last_error.c_str(); }
 
-hvd_status hvd_init_gloo(int rank, int size, int local_rank, int local_size, const hvd_store *store,
-                         const char *hostname, double timeout_s) {
+hvd_status hvd_init_gloo(int rank, int size, int local_rank, int local_size, const hvd_store* store,
+                         const char* hostname, double timeout_s) {
   return wrap([&] {
 #ifdef HVD_HAVE_GLOO
     if (g_backend) throw Error(HVD_ERR_INVALID, "already initialised; call shutdown() first");
@@ -145,8 +159,8 @@ hvd_status hvd_init_gloo(int rank, int size, int local_rank, int local_size, con
                                   hostname ? hostname : "127.0.0.1", timeout_s);
 #else
     (void)rank, (void)size, (void)local_rank, (void)local_size, (void)store, (void)hostname, (void)timeout_s;
-    throw Error(HVD_ERR_UNAVAILABLE, "this build has no gloo controller (" HVD_BUILD_STRING
-                                     "); start the ranks with mpiexec");
+    throw Error(HVD_ERR_UNAVAILABLE,
+                "this build has no gloo controller (" HVD_BUILD_STRING "); start the ranks with mpiexec");
 #endif
   });
 }
@@ -179,17 +193,18 @@ int hvd_local_size(void) { return g_backend ? g_backend->local_size() : -1; }
 
 hvd_status hvd_barrier(void) {
   return wrap([&] {
+    // Allgathering the descriptors is itself a barrier: no rank's allgather
+    // completes before every rank has contributed.
     agree(describe(Kind::Barrier, nullptr, -1, -1), false);
-    backend().barrier();
   });
 }
 
-const char *hvd_build_string(void) {
+const char* hvd_build_string(void) {
   static const std::string s = std::string(HVD_BUILD_STRING) + " kernels=" + kernels::kernel_isa();
   return s.c_str();
 }
 
-const char *hvd_library_versions(void) {
+const char* hvd_library_versions(void) {
   static std::string s;
   static std::once_flag once;
   std::call_once(once, [] {

@@ -14,14 +14,12 @@
 
 namespace hvd {
 
-void reduce_cpu_buffer(void *buf, size_t count, hvd_dtype dtype, hvd_op op);
-
 namespace {
 
 size_t initial_threshold() {
-  const char *env = std::getenv("HOROVOD_FUSION_THRESHOLD");
+  const char* env = std::getenv("HOROVOD_FUSION_THRESHOLD");
   if (env && *env) {
-    char *end = nullptr;
+    char* end = nullptr;
     unsigned long long v = std::strtoull(env, &end, 10);
     if (end && *end == '\0') return static_cast<size_t>(v);
   }
@@ -34,9 +32,9 @@ std::vector<unsigned char> g_fusion_buffer;
 uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
 
 // One fused chunk: tensors [begin, end) of the same dtype.
-void reduce_chunk(const hvd_tensor *in, hvd_tensor *out, size_t begin, size_t end, hvd_op op, double prescale,
+void reduce_chunk(const hvd_tensor* in, hvd_tensor* out, size_t begin, size_t end, hvd_op op, double prescale,
                   double postscale) {
-  Backend &b = backend();
+  Backend& b = backend();
   hvd_dtype dtype = in[begin].dtype;
   size_t esize = dtype_size(dtype);
   Descriptor d = describe(Kind::Grouped, nullptr, op, -1);
@@ -52,20 +50,21 @@ void reduce_chunk(const hvd_tensor *in, hvd_tensor *out, size_t begin, size_t en
   }
   d.shape[1] = static_cast<int64_t>(total);
   d.extra = h;
-  agree(d, false);
   double post = op == HVD_AVERAGE ? postscale / b.size() : postscale;
 
   if (in[begin].device == HVD_DEVICE_CUDA) {
-    const auto &p = gpu::plugin(b);
-    std::vector<void *> bufs;
+    agree(d, false);
+    const auto& p = gpu::plugin(b);
+    std::vector<void*> bufs;
     std::vector<size_t> counts;
     for (size_t i = begin; i < end; ++i) {
       bufs.push_back(out[i].data);
       counts.push_back(static_cast<size_t>(num_elements(in[i])));
     }
-    gpu::check(p, p.grouped_allreduce(bufs.data(), counts.data(), bufs.size(), dtype, op, prescale, postscale,
-                                      nullptr),
-               "grouped_allreduce");
+    gpu::check(
+        p,
+        p.grouped_allreduce(bufs.data(), counts.data(), bufs.size(), dtype, op, prescale, postscale, nullptr),
+        "grouped_allreduce");
     gpu::check(p, p.synchronize(nullptr), "grouped_allreduce");
     return;
   }
@@ -76,12 +75,12 @@ void reduce_chunk(const hvd_tensor *in, hvd_tensor *out, size_t begin, size_t en
       kernels::scale(dtype, out[begin].data, in[begin].data, n, prescale);
     else if (out[begin].data != in[begin].data)
       std::memcpy(out[begin].data, in[begin].data, n * esize);
-    reduce_cpu_buffer(out[begin].data, n, dtype, op);
+    reduce_agreed(d, out[begin].data, n, dtype, op);
     if (post != 1.0) kernels::scale(dtype, out[begin].data, out[begin].data, n, post);
     return;
   }
   if (g_fusion_buffer.size() < total * esize) g_fusion_buffer.resize(total * esize);
-  unsigned char *buf = g_fusion_buffer.data();
+  unsigned char* buf = g_fusion_buffer.data();
   size_t offset = 0;
   for (size_t i = begin; i < end; ++i) {
     size_t n = static_cast<size_t>(num_elements(in[i]));
@@ -91,7 +90,7 @@ void reduce_chunk(const hvd_tensor *in, hvd_tensor *out, size_t begin, size_t en
       std::memcpy(buf + offset, in[i].data, n * esize);
     offset += n * esize;
   }
-  reduce_cpu_buffer(buf, total, dtype, op);
+  reduce_agreed(d, buf, total, dtype, op);
   offset = 0;
   for (size_t i = begin; i < end; ++i) {
     size_t n = static_cast<size_t>(num_elements(in[i]));
@@ -113,7 +112,7 @@ extern "C" {
 size_t hvd_fusion_threshold(void) { return g_threshold; }
 void hvd_set_fusion_threshold(size_t bytes) { g_threshold = bytes; }
 
-hvd_status hvd_grouped_allreduce(const hvd_tensor *in, hvd_tensor *out, size_t n, hvd_op op, double prescale,
+hvd_status hvd_grouped_allreduce(const hvd_tensor* in, hvd_tensor* out, size_t n, hvd_op op, double prescale,
                                  double postscale) {
   return wrap([&] {
     if (!valid_op(op)) throw Error(HVD_ERR_INVALID, "grouped_allreduce: unknown op " + std::to_string(op));

@@ -27,32 +27,32 @@ namespace {
 // gloo::rendezvous::Store over an hvd_store (the Python TCP store client).
 class CallbackStore : public gloo::rendezvous::Store {
  public:
-  CallbackStore(const hvd_store &store, std::chrono::milliseconds timeout)
+  CallbackStore(const hvd_store& store, std::chrono::milliseconds timeout)
       : store_(store), timeout_(timeout) {}
 
-  void set(const std::string &key, const std::vector<char> &data) override {
+  void set(const std::string& key, const std::vector<char>& data) override {
     char error[256] = {0};
     if (store_.set(store_.ctx, key.c_str(), data.data(), data.size(), error) != 0)
       throw Error(HVD_ERR_TIMEOUT, std::string("rendezvous: ") + error);
   }
 
-  std::vector<char> get(const std::string &key) override {
+  std::vector<char> get(const std::string& key) override {
     char error[256] = {0};
-    void *value = nullptr;
+    void* value = nullptr;
     size_t len = 0;
     if (store_.get(store_.ctx, key.c_str(), &value, &len, timeout_.count(), error) != 0)
       throw Error(HVD_ERR_TIMEOUT, std::string("rendezvous: ") + error);
-    std::vector<char> out(static_cast<char *>(value), static_cast<char *>(value) + len);
+    std::vector<char> out(static_cast<char*>(value), static_cast<char*>(value) + len);
     std::free(value);
     return out;
   }
 
-  void wait(const std::vector<std::string> &keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
 
-  void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &timeout) override {
-    for (const auto &key : keys) {
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    for (const auto& key : keys) {
       char error[256] = {0};
-      void *value = nullptr;
+      void* value = nullptr;
       size_t len = 0;
       if (store_.get(store_.ctx, key.c_str(), &value, &len, timeout.count(), error) != 0)
         throw Error(HVD_ERR_TIMEOUT, std::string("rendezvous: ") + error);
@@ -66,7 +66,7 @@ class CallbackStore : public gloo::rendezvous::Store {
 };
 
 // Gloo reports I/O problems as IoException; tell a timeout from a dead peer.
-[[noreturn]] void rethrow_gloo(const std::exception &exc, const char *what) {
+[[noreturn]] void rethrow_gloo(const std::exception& exc, const char* what) {
   std::string msg = exc.what();
   auto pos = msg.find("] ");  // drop gloo's "[file:line] " prefix
   if (msg.rfind("[", 0) == 0 && pos != std::string::npos) msg = msg.substr(pos + 2);
@@ -74,27 +74,27 @@ class CallbackStore : public gloo::rendezvous::Store {
   if (timeout)
     throw Error(HVD_ERR_TIMEOUT, std::string(what) + ": a peer did not respond in time (" + msg +
                                      "); raise HVD_SELECTOR_TIMEOUT if ranks are just slow");
-  throw Error(HVD_ERR_PEER, std::string(what) + ": lost connection to a peer, which probably died (" + msg +
-                                ")");
+  throw Error(HVD_ERR_PEER,
+              std::string(what) + ": lost connection to a peer, which probably died (" + msg + ")");
 }
 
 template <typename Fn>
-void guarded(const char *what, Fn &&fn) {
+void guarded(const char* what, Fn&& fn) {
   try {
     fn();
-  } catch (const gloo::IoException &exc) {
+  } catch (const gloo::IoException& exc) {
     rethrow_gloo(exc, what);
-  } catch (const gloo::EnforceNotMet &exc) {
+  } catch (const gloo::EnforceNotMet& exc) {
     throw Error(HVD_ERR_INTERNAL, std::string(what) + ": gloo: " + exc.what());
-  } catch (const gloo::Exception &exc) {
+  } catch (const gloo::Exception& exc) {
     rethrow_gloo(exc, what);
   }
 }
 
 class GlooBackend : public Backend {
  public:
-  GlooBackend(int rank, int size, int local_rank, int local_size, const hvd_store &store,
-              const std::string &hostname, double timeout_s)
+  GlooBackend(int rank, int size, int local_rank, int local_size, const hvd_store& store,
+              const std::string& hostname, double timeout_s)
       : rank_(rank), size_(size), local_rank_(local_rank), local_size_(local_size) {
     timeout_ = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
     gloo::transport::tcp::attr attr;
@@ -116,32 +116,26 @@ class GlooBackend : public Backend {
   std::string name() const override { return "gloo"; }
   std::string version() const override { return gloo_version(); }
 
-  void allgather(const void *in, void *out, size_t bytes) override {
+  void allgather(const void* in, void* out, size_t bytes) override {
     guarded("allgather", [&] {
       gloo::AllgatherOptions opts(context_);
-      opts.setInput(const_cast<uint8_t *>(static_cast<const uint8_t *>(in)), bytes);
-      opts.setOutput(static_cast<uint8_t *>(out), bytes * size_);
+      opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(in)), bytes);
+      opts.setOutput(static_cast<uint8_t*>(out), bytes * size_);
       opts.setTimeout(timeout_);
       gloo::allgather(opts);
     });
   }
 
-  void allreduce(void *buf, size_t count, hvd_dtype dtype, hvd_op op) override {
+  void allreduce(void* buf, size_t count, hvd_dtype dtype, hvd_op op) override {
     if (count == 0) return;
     guarded("allreduce", [&] {
       gloo::AllreduceOptions opts(context_);
       switch (dtype_size(dtype)) {
-        case 2:
-          opts.setOutput(static_cast<uint16_t *>(buf), count);
-          break;
-        case 4:
-          opts.setOutput(static_cast<uint32_t *>(buf), count);
-          break;
-        default:
-          opts.setOutput(static_cast<uint64_t *>(buf), count);
-          break;
+        case 2: opts.setOutput(static_cast<uint16_t*>(buf), count); break;
+        case 4: opts.setOutput(static_cast<uint32_t*>(buf), count); break;
+        default: opts.setOutput(static_cast<uint64_t*>(buf), count); break;
       }
-      opts.setReduceFunction([dtype, op](void *dst, const void *a, const void *b, size_t n) {
+      opts.setReduceFunction([dtype, op](void* dst, const void* a, const void* b, size_t n) {
         kernels::reduce(dtype, op, dst, a, b, n);
       });
       opts.setTimeout(timeout_);
@@ -149,35 +143,35 @@ class GlooBackend : public Backend {
     });
   }
 
-  void allgatherv(const void *in, void *out, const std::vector<size_t> &bytes) override {
+  void allgatherv(const void* in, void* out, const std::vector<size_t>& bytes) override {
     guarded("allgather", [&] {
       gloo::AllgathervOptions opts(context_);
-      opts.setInput(const_cast<uint8_t *>(static_cast<const uint8_t *>(in)), bytes[rank_]);
-      opts.setOutput(static_cast<uint8_t *>(out), bytes);
+      opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(in)), bytes[rank_]);
+      opts.setOutput(static_cast<uint8_t*>(out), bytes);
       opts.setTimeout(timeout_);
       gloo::allgatherv(opts);
     });
   }
 
-  void broadcast(void *buf, size_t bytes, int root) override {
+  void broadcast(void* buf, size_t bytes, int root) override {
     if (bytes == 0) return;
     guarded("broadcast", [&] {
       gloo::BroadcastOptions opts(context_);
-      opts.setOutput(static_cast<uint8_t *>(buf), bytes);
+      opts.setOutput(static_cast<uint8_t*>(buf), bytes);
       opts.setRoot(root);
       opts.setTimeout(timeout_);
       gloo::broadcast(opts);
     });
   }
 
-  void alltoallv(const void *in, const std::vector<size_t> &send_bytes, void *out,
-                 const std::vector<size_t> &recv_bytes) override {
+  void alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,
+                 const std::vector<size_t>& recv_bytes) override {
     guarded("alltoall", [&] {
       gloo::AlltoallvOptions opts(context_);
       std::vector<int64_t> s(send_bytes.begin(), send_bytes.end());
       std::vector<int64_t> r(recv_bytes.begin(), recv_bytes.end());
-      opts.setInput(const_cast<uint8_t *>(static_cast<const uint8_t *>(in)), s);
-      opts.setOutput(static_cast<uint8_t *>(out), r);
+      opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(in)), s);
+      opts.setOutput(static_cast<uint8_t*>(out), r);
       opts.setTimeout(timeout_);
       gloo::alltoallv(opts);
     });
@@ -201,7 +195,7 @@ class GlooBackend : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_gloo_backend(int rank, int size, int local_rank, int local_size,
-                                           const hvd_store &store, const std::string &hostname,
+                                           const hvd_store& store, const std::string& hostname,
                                            double timeout_s) {
   return std::make_unique<GlooBackend>(rank, size, local_rank, local_size, store, hostname, timeout_s);
 }

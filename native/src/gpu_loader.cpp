@@ -16,14 +16,14 @@ namespace hvd::gpu {
 namespace {
 
 std::mutex g_mutex;
-const hvd_nccl_plugin *g_plugin = nullptr;
+const hvd_nccl_plugin* g_plugin = nullptr;
 bool g_tried = false;
 bool g_comm_ready = false;
 std::string g_reason;
 
 std::string core_directory() {
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void *>(&core_directory), &info) == 0 || !info.dli_fname) return ".";
+  if (dladdr(reinterpret_cast<void*>(&core_directory), &info) == 0 || !info.dli_fname) return ".";
   std::string path = info.dli_fname;
   auto slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
@@ -33,14 +33,15 @@ void load_locked() {
   if (g_tried) return;
   g_tried = true;
 #ifndef HVD_HAVE_NCCL
-  g_reason = "this build is CPU-only (" HVD_BUILD_STRING "); install a GPU variant: "
+  g_reason = "this build is CPU-only (" HVD_BUILD_STRING
+             "); install a GPU variant: "
              "pip install --no-cache-dir --force-reinstall hvd-selector[gpu-nvidia]";
   return;
 #else
   std::string path = core_directory() + "/libhvd_nccl.so";
-  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
-    const char *why = dlerror();
+    const char* why = dlerror();
     g_reason = std::string("cannot load ") + path + ": " + (why ? why : "unknown dlopen error");
     return;
   }
@@ -49,7 +50,7 @@ void load_locked() {
     g_reason = path + " has no hvd_nccl_plugin_get symbol";
     return;
   }
-  const hvd_nccl_plugin *p = get();
+  const hvd_nccl_plugin* p = get();
   if (!p || p->abi_version != HVD_NCCL_PLUGIN_ABI) {
     g_reason = path + " speaks plugin ABI " + std::to_string(p ? p->abi_version : -1) + ", core expects " +
                std::to_string(HVD_NCCL_PLUGIN_ABI) + "; reinstall hvd-selector";
@@ -65,7 +66,7 @@ void load_locked() {
 
 }  // namespace
 
-void check(const hvd_nccl_plugin &p, int rc, const char *what) {
+void check(const hvd_nccl_plugin& p, int rc, const char* what) {
   if (rc != 0) throw Error(HVD_ERR_INTERNAL, std::string(what) + " (GPU): " + p.last_error());
 }
 
@@ -75,7 +76,7 @@ std::string unavailable_reason() {
   return g_plugin ? "" : g_reason;
 }
 
-const hvd_nccl_plugin &plugin(Backend &cpu) {
+const hvd_nccl_plugin& plugin(Backend& cpu) {
   std::lock_guard<std::mutex> lock(g_mutex);
   load_locked();
   if (!g_plugin) throw Error(HVD_ERR_UNAVAILABLE, "GPU operations unavailable: " + g_reason);
@@ -98,7 +99,7 @@ void shutdown() {
 
 }  // namespace hvd::gpu
 
-extern "C" const char *hvd_gpu_unavailable_reason(void) {
+extern "C" const char* hvd_gpu_unavailable_reason(void) {
   static thread_local std::string reason;
   reason = hvd::gpu::unavailable_reason();
   return reason.c_str();

@@ -44,43 +44,44 @@ inline uint16_t float_to_half_scalar(float x) {
   f ^= sign;
   uint32_t sub = bits_of(float_of(f) + 0.5f) - 0x3f000000u;  // subnormal result
   uint32_t odd = (f >> 13) & 1u;
-  uint32_t nrm = (f + 0xc8000fffu + odd) >> 13;              // rebias + round to even
-  uint32_t big = f > 0x7f800000u ? 0x7e00u : 0x7c00u;        // nan / overflow to inf
+  uint32_t nrm = (f + 0xc8000fffu + odd) >> 13;        // rebias + round to even
+  uint32_t big = f > 0x7f800000u ? 0x7e00u : 0x7c00u;  // nan / overflow to inf
   uint32_t o = f >= 0x47800000u ? big : (f < 0x38800000u ? sub : nrm);
   return static_cast<uint16_t>(o | (sign >> 16));
 }
 
-void half_to_float(const uint16_t *src, float *dst, size_t n) {
+void half_to_float(const uint16_t* src, float* dst, size_t n) {
   size_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(src + i))));
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
 #elif defined(__F16C__)
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i))));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
 #endif
   for (; i < n; ++i) dst[i] = half_to_float_scalar(src[i]);
 }
 
-void float_to_half(const float *src, uint16_t *dst, size_t n) {
+void float_to_half(const float* src, uint16_t* dst, size_t n) {
   size_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + i),
-                        _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(dst + i),
+        _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 #elif defined(__F16C__)
   for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + i),
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
                      _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
 #endif
   for (; i < n; ++i) dst[i] = float_to_half_scalar(src[i]);
 }
 
-void bf16_to_float(const uint16_t *src, float *dst, size_t n) {
+void bf16_to_float(const uint16_t* src, float* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = float_of(static_cast<uint32_t>(src[i]) << 16);
 }
 
-void float_to_bf16(const float *src, uint16_t *dst, size_t n) {
+void float_to_bf16(const float* src, uint16_t* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     uint32_t u = bits_of(src[i]);
     uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
@@ -90,7 +91,7 @@ void float_to_bf16(const float *src, uint16_t *dst, size_t n) {
 }
 
 template <typename T>
-void reduce_typed(hvd_op op, T *dst, const T *a, const T *b, size_t n) {  // dst may alias a or b
+void reduce_typed(hvd_op op, T* dst, const T* a, const T* b, size_t n) {  // dst may alias a or b
   switch (op) {
     case HVD_SUM:
     case HVD_AVERAGE:
@@ -108,10 +109,10 @@ void reduce_typed(hvd_op op, T *dst, const T *a, const T *b, size_t n) {  // dst
   }
 }
 
-using ToFloat = void (*)(const uint16_t *, float *, size_t);
-using FromFloat = void (*)(const float *, uint16_t *, size_t);
+using ToFloat = void (*)(const uint16_t*, float*, size_t);
+using FromFloat = void (*)(const float*, uint16_t*, size_t);
 
-void reduce16(hvd_op op, uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n, ToFloat to,
+void reduce16(hvd_op op, uint16_t* dst, const uint16_t* a, const uint16_t* b, size_t n, ToFloat to,
               FromFloat from) {
   alignas(64) float fa[kBlock];
   alignas(64) float fb[kBlock];
@@ -124,7 +125,7 @@ void reduce16(hvd_op op, uint16_t *dst, const uint16_t *a, const uint16_t *b, si
   }
 }
 
-void scale16(uint16_t *dst, const uint16_t *src, size_t n, float factor, ToFloat to, FromFloat from) {
+void scale16(uint16_t* dst, const uint16_t* src, size_t n, float factor, ToFloat to, FromFloat from) {
   alignas(64) float f[kBlock];
   for (size_t i = 0; i < n; i += kBlock) {
     size_t m = std::min(kBlock, n - i);
@@ -135,63 +136,61 @@ void scale16(uint16_t *dst, const uint16_t *src, size_t n, float factor, ToFloat
 }
 
 template <typename T>
-void scale_float(T *dst, const T *src, size_t n, T factor) {
+void scale_float(T* dst, const T* src, size_t n, T factor) {
   for (size_t i = 0; i < n; ++i) dst[i] = src[i] * factor;
 }
 
 template <typename T>
-void scale_int(T *dst, const T *src, size_t n, double factor) {
+void scale_int(T* dst, const T* src, size_t n, double factor) {
   for (size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(std::trunc(static_cast<double>(src[i]) * factor));
 }
 
 }  // namespace
 
-void reduce(hvd_dtype dtype, hvd_op op, void *dst, const void *a, const void *b, size_t n) {
+void reduce(hvd_dtype dtype, hvd_op op, void* dst, const void* a, const void* b, size_t n) {
   switch (dtype) {
     case HVD_FLOAT16:
-      return reduce16(op, static_cast<uint16_t *>(dst), static_cast<const uint16_t *>(a),
-                      static_cast<const uint16_t *>(b), n, half_to_float, float_to_half);
+      return reduce16(op, static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a),
+                      static_cast<const uint16_t*>(b), n, half_to_float, float_to_half);
     case HVD_BFLOAT16:
-      return reduce16(op, static_cast<uint16_t *>(dst), static_cast<const uint16_t *>(a),
-                      static_cast<const uint16_t *>(b), n, bf16_to_float, float_to_bf16);
+      return reduce16(op, static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a),
+                      static_cast<const uint16_t*>(b), n, bf16_to_float, float_to_bf16);
     case HVD_FLOAT32:
-      return reduce_typed(op, static_cast<float *>(dst), static_cast<const float *>(a),
-                               static_cast<const float *>(b), n);
+      return reduce_typed(op, static_cast<float*>(dst), static_cast<const float*>(a),
+                          static_cast<const float*>(b), n);
     case HVD_FLOAT64:
-      return reduce_typed(op, static_cast<double *>(dst), static_cast<const double *>(a),
-                               static_cast<const double *>(b), n);
+      return reduce_typed(op, static_cast<double*>(dst), static_cast<const double*>(a),
+                          static_cast<const double*>(b), n);
     case HVD_INT32:
-      return reduce_typed(op, static_cast<int32_t *>(dst), static_cast<const int32_t *>(a),
-                               static_cast<const int32_t *>(b), n);
+      return reduce_typed(op, static_cast<int32_t*>(dst), static_cast<const int32_t*>(a),
+                          static_cast<const int32_t*>(b), n);
     case HVD_INT64:
-      return reduce_typed(op, static_cast<int64_t *>(dst), static_cast<const int64_t *>(a),
-                               static_cast<const int64_t *>(b), n);
+      return reduce_typed(op, static_cast<int64_t*>(dst), static_cast<const int64_t*>(a),
+                          static_cast<const int64_t*>(b), n);
   }
   throw Error(HVD_ERR_INVALID, "unsupported dtype for reduction");
 }
 
-void scale(hvd_dtype dtype, void *dst, const void *src, size_t n, double factor) {
+void scale(hvd_dtype dtype, void* dst, const void* src, size_t n, double factor) {
   switch (dtype) {
     case HVD_FLOAT16:
-      return scale16(static_cast<uint16_t *>(dst), static_cast<const uint16_t *>(src), n,
+      return scale16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), n,
                      static_cast<float>(factor), half_to_float, float_to_half);
     case HVD_BFLOAT16:
-      return scale16(static_cast<uint16_t *>(dst), static_cast<const uint16_t *>(src), n,
+      return scale16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), n,
                      static_cast<float>(factor), bf16_to_float, float_to_bf16);
     case HVD_FLOAT32:
-      return scale_float(static_cast<float *>(dst), static_cast<const float *>(src), n,
+      return scale_float(static_cast<float*>(dst), static_cast<const float*>(src), n,
                          static_cast<float>(factor));
     case HVD_FLOAT64:
-      return scale_float(static_cast<double *>(dst), static_cast<const double *>(src), n, factor);
-    case HVD_INT32:
-      return scale_int(static_cast<int32_t *>(dst), static_cast<const int32_t *>(src), n, factor);
-    case HVD_INT64:
-      return scale_int(static_cast<int64_t *>(dst), static_cast<const int64_t *>(src), n, factor);
+      return scale_float(static_cast<double*>(dst), static_cast<const double*>(src), n, factor);
+    case HVD_INT32: return scale_int(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n, factor);
+    case HVD_INT64: return scale_int(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n, factor);
   }
   throw Error(HVD_ERR_INVALID, "unsupported dtype for scaling");
 }
 
-const char *kernel_isa() {
+const char* kernel_isa() {
   return ""
 #if defined(__AVX512F__)
          "avx512f "

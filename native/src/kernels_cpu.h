@@ -10,12 +10,12 @@
 namespace hvd::kernels {
 
 // dst[i] = a[i] (op) b[i]; AVERAGE reduces as SUM. dst may alias a or b.
-void reduce(hvd_dtype dtype, hvd_op op, void *dst, const void *a, const void *b, size_t n);
+void reduce(hvd_dtype dtype, hvd_op op, void* dst, const void* a, const void* b, size_t n);
 
 // dst[i] = src[i] * factor (integers truncate toward zero). dst may alias src.
-void scale(hvd_dtype dtype, void *dst, const void *src, size_t n, double factor);
+void scale(hvd_dtype dtype, void* dst, const void* src, size_t n, double factor);
 
 // Compile-time facts about the kernels ("avx512f f16c" ...), for build_info.
-const char *kernel_isa();
+const char* kernel_isa();
 
 }  // namespace hvd::kernels

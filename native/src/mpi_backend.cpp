@@ -16,7 +16,7 @@
 namespace hvd {
 namespace {
 
-void check(int rc, const char *what) {
+void check(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING] = {0};
   int len = 0;
@@ -25,12 +25,12 @@ void check(int rc, const char *what) {
 }
 
 template <hvd_dtype D, hvd_op O>
-void user_reduce(void *in, void *inout, int *len, MPI_Datatype *) {
+void user_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
   kernels::reduce(D, O, inout, in, inout, static_cast<size_t>(*len));
 }
 
 template <hvd_dtype D>
-void make_ops(MPI_Op *ops) {
+void make_ops(MPI_Op* ops) {
   MPI_Op_create(&user_reduce<D, HVD_SUM>, 1, &ops[HVD_SUM]);
   ops[HVD_AVERAGE] = ops[HVD_SUM];
   MPI_Op_create(&user_reduce<D, HVD_MIN>, 1, &ops[HVD_MIN]);
@@ -41,16 +41,11 @@ void make_ops(MPI_Op *ops) {
 MPI_Datatype mpi_type(hvd_dtype dtype) {
   switch (dtype) {
     case HVD_FLOAT16:
-    case HVD_BFLOAT16:
-      return MPI_UINT16_T;
-    case HVD_FLOAT32:
-      return MPI_FLOAT;
-    case HVD_FLOAT64:
-      return MPI_DOUBLE;
-    case HVD_INT32:
-      return MPI_INT32_T;
-    case HVD_INT64:
-      return MPI_INT64_T;
+    case HVD_BFLOAT16: return MPI_UINT16_T;
+    case HVD_FLOAT32: return MPI_FLOAT;
+    case HVD_FLOAT64: return MPI_DOUBLE;
+    case HVD_INT32: return MPI_INT32_T;
+    case HVD_INT64: return MPI_INT64_T;
   }
   throw Error(HVD_ERR_INVALID, "unsupported dtype");
 }
@@ -58,25 +53,22 @@ MPI_Datatype mpi_type(hvd_dtype dtype) {
 MPI_Op builtin_op(hvd_op op) {
   switch (op) {
     case HVD_SUM:
-    case HVD_AVERAGE:
-      return MPI_SUM;
-    case HVD_MIN:
-      return MPI_MIN;
-    case HVD_MAX:
-      return MPI_MAX;
-    case HVD_PRODUCT:
-      return MPI_PROD;
+    case HVD_AVERAGE: return MPI_SUM;
+    case HVD_MIN: return MPI_MIN;
+    case HVD_MAX: return MPI_MAX;
+    case HVD_PRODUCT: return MPI_PROD;
   }
   throw Error(HVD_ERR_INVALID, "unsupported op");
 }
 
-int to_int(size_t n, const char *what) {
+int to_int(size_t n, const char* what) {
   if (n > static_cast<size_t>(INT_MAX))
-    throw Error(HVD_ERR_INVALID, std::string(what) + ": more than 2 GiB per rank is not supported by the MPI backend");
+    throw Error(HVD_ERR_INVALID,
+                std::string(what) + ": more than 2 GiB per rank is not supported by the MPI backend");
   return static_cast<int>(n);
 }
 
-std::vector<int> displacements(const std::vector<int> &counts) {
+std::vector<int> displacements(const std::vector<int>& counts) {
   std::vector<int> d(counts.size(), 0);
   long long total = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
@@ -127,16 +119,14 @@ class MpiBackend : public Backend {
   std::string name() const override { return "mpi"; }
   std::string version() const override { return mpi_version(); }
 
-  void allgather(const void *in, void *out, size_t bytes) override {
+  void allgather(const void* in, void* out, size_t bytes) override {
     int n = to_int(bytes, "allgather");
     check(MPI_Allgather(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_), "allgather");
   }
 
-  void allreduce(void *buf, size_t count, hvd_dtype dtype, hvd_op op) override {
-    MPI_Op mop = dtype == HVD_FLOAT16    ? f16_ops_[op]
-                 : dtype == HVD_BFLOAT16 ? bf16_ops_[op]
-                                         : builtin_op(op);
-    char *p = static_cast<char *>(buf);
+  void allreduce(void* buf, size_t count, hvd_dtype dtype, hvd_op op) override {
+    MPI_Op mop = dtype == HVD_FLOAT16 ? f16_ops_[op] : dtype == HVD_BFLOAT16 ? bf16_ops_[op] : builtin_op(op);
+    char* p = static_cast<char*>(buf);
     const size_t chunk = static_cast<size_t>(1) << 30;
     for (size_t done = 0; done < count; done += chunk) {
       size_t n = std::min(chunk, count - done);
@@ -146,7 +136,7 @@ class MpiBackend : public Backend {
     }
   }
 
-  void allgatherv(const void *in, void *out, const std::vector<size_t> &bytes) override {
+  void allgatherv(const void* in, void* out, const std::vector<size_t>& bytes) override {
     std::vector<int> counts;
     for (size_t b : bytes) counts.push_back(to_int(b, "allgather"));
     auto displs = displacements(counts);
@@ -154,12 +144,12 @@ class MpiBackend : public Backend {
           "allgather");
   }
 
-  void broadcast(void *buf, size_t bytes, int root) override {
+  void broadcast(void* buf, size_t bytes, int root) override {
     check(MPI_Bcast(buf, to_int(bytes, "broadcast"), MPI_BYTE, root, comm_), "broadcast");
   }
 
-  void alltoallv(const void *in, const std::vector<size_t> &send_bytes, void *out,
-                 const std::vector<size_t> &recv_bytes) override {
+  void alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,
+                 const std::vector<size_t>& recv_bytes) override {
     std::vector<int> sc, rc;
     for (size_t b : send_bytes) sc.push_back(to_int(b, "alltoall"));
     for (size_t b : recv_bytes) rc.push_back(to_int(b, "alltoall"));
@@ -179,7 +169,9 @@ class MpiBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_mpi_backend(double timeout_s) { return std::make_unique<MpiBackend>(timeout_s); }
+std::unique_ptr<Backend> make_mpi_backend(double timeout_s) {
+  return std::make_unique<MpiBackend>(timeout_s);
+}
 
 std::string mpi_version() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING] = {0};

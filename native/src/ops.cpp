@@ -11,19 +11,19 @@
 namespace hvd {
 namespace {
 
-void same_layout(const hvd_tensor *in, const hvd_tensor *out, const char *what) {
+void same_layout(const hvd_tensor* in, const hvd_tensor* out, const char* what) {
   if (in->dtype != out->dtype || in->ndim != out->ndim || num_elements(*in) != num_elements(*out) ||
       in->device != out->device)
     throw Error(HVD_ERR_INVALID, std::string(what) + ": output " + shape_string(*out) +
                                      " does not match input " + shape_string(*in));
 }
 
-void require_in_place_gpu(const hvd_tensor *in, const hvd_tensor *out, const char *what) {
+void require_in_place_gpu(const hvd_tensor* in, const hvd_tensor* out, const char* what) {
   if (in->device == HVD_DEVICE_CUDA && in->data != out->data)
     throw Error(HVD_ERR_INVALID, std::string(what) + ": GPU tensors are reduced in place (pass out == in)");
 }
 
-size_t row_bytes(const hvd_tensor &t) {
+size_t row_bytes(const hvd_tensor& t) {
   size_t n = dtype_size(t.dtype);
   for (int i = 1; i < t.ndim; ++i) n *= static_cast<size_t>(t.shape[i]);
   return n;
@@ -35,9 +35,19 @@ double post_factor(hvd_op op, double postscale, int size) {
 
 }  // namespace
 
-// Shared by grouped allreduce: allreduce `count` elements already in buf.
-void reduce_cpu_buffer(void *buf, size_t count, hvd_dtype dtype, hvd_op op) {
-  backend().allreduce(buf, count, dtype, op);
+void reduce_agreed(const Descriptor& mine, void* buf, size_t count, hvd_dtype dtype, hvd_op op) {
+  Backend& b = backend();
+  size_t bytes = count * dtype_size(dtype);
+  if (bytes > kInlineBytes || b.size() == 1) {
+    agree(mine, false);
+    b.allreduce(buf, count, dtype, op);
+    return;
+  }
+  std::vector<unsigned char> payloads;
+  agree(mine, false, buf, bytes, &payloads);
+  std::memcpy(buf, payloads.data(), bytes);
+  for (int r = 1; r < b.size(); ++r)
+    kernels::reduce(dtype, op, buf, buf, payloads.data() + r * kInlineBytes, count);
 }
 
 }  // namespace hvd
@@ -46,7 +56,7 @@ using namespace hvd;
 
 extern "C" {
 
-hvd_status hvd_allreduce(const hvd_tensor *in, hvd_tensor *out, hvd_op op, double prescale,
+hvd_status hvd_allreduce(const hvd_tensor* in, hvd_tensor* out, hvd_op op, double prescale,
                          double postscale) {
   return wrap([&] {
     check_tensor(in, "allreduce");
@@ -54,12 +64,13 @@ hvd_status hvd_allreduce(const hvd_tensor *in, hvd_tensor *out, hvd_op op, doubl
     if (!valid_op(op)) throw Error(HVD_ERR_INVALID, "allreduce: unknown op " + std::to_string(op));
     same_layout(in, out, "allreduce");
     require_in_place_gpu(in, out, "allreduce");
-    Backend &b = backend();
-    agree(describe(Kind::Allreduce, in, op, -1), false);
+    Backend& b = backend();
+    Descriptor d = describe(Kind::Allreduce, in, op, -1);
     size_t count = static_cast<size_t>(num_elements(*in));
     double post = post_factor(op, postscale, b.size());
     if (in->device == HVD_DEVICE_CUDA) {
-      const auto &p = gpu::plugin(b);
+      agree(d, false);
+      const auto& p = gpu::plugin(b);
       gpu::check(p, p.allreduce(out->data, count, in->dtype, op, prescale, postscale, nullptr), "allreduce");
       gpu::check(p, p.synchronize(nullptr), "allreduce");
       return;
@@ -68,12 +79,12 @@ hvd_status hvd_allreduce(const hvd_tensor *in, hvd_tensor *out, hvd_op op, doubl
       kernels::scale(in->dtype, out->data, in->data, count, prescale);
     else if (out->data != in->data)
       std::memcpy(out->data, in->data, count * dtype_size(in->dtype));
-    b.allreduce(out->data, count, in->dtype, op);
+    reduce_agreed(d, out->data, count, in->dtype, op);
     if (post != 1.0) kernels::scale(in->dtype, out->data, out->data, count, post);
   });
 }
 
-hvd_status hvd_allgather_prepare(const hvd_tensor *in, int64_t *first_dims) {
+hvd_status hvd_allgather_prepare(const hvd_tensor* in, int64_t* first_dims) {
   return wrap([&] {
     check_tensor(in, "allgather");
     if (in->ndim < 1) throw Error(HVD_ERR_INVALID, "allgather: needs at least one dimension (got a scalar)");
@@ -82,11 +93,11 @@ hvd_status hvd_allgather_prepare(const hvd_tensor *in, int64_t *first_dims) {
   });
 }
 
-hvd_status hvd_allgather(const hvd_tensor *in, hvd_tensor *out, const int64_t *first_dims) {
+hvd_status hvd_allgather(const hvd_tensor* in, hvd_tensor* out, const int64_t* first_dims) {
   return wrap([&] {
     check_tensor(in, "allgather");
     check_tensor(out, "allgather");
-    Backend &b = backend();
+    Backend& b = backend();
     size_t row = row_bytes(*in);
     std::vector<size_t> bytes(b.size());
     int64_t total = 0;
@@ -94,11 +105,10 @@ hvd_status hvd_allgather(const hvd_tensor *in, hvd_tensor *out, const int64_t *f
       bytes[r] = static_cast<size_t>(first_dims[r]) * row;
       total += first_dims[r];
     }
-    if (out->dtype != in->dtype || out->ndim != in->ndim || out->shape[0] != total ||
-        row_bytes(*out) != row)
+    if (out->dtype != in->dtype || out->ndim != in->ndim || out->shape[0] != total || row_bytes(*out) != row)
       throw Error(HVD_ERR_INVALID, "allgather: output " + shape_string(*out) + " has the wrong shape");
     if (in->device == HVD_DEVICE_CUDA) {
-      const auto &p = gpu::plugin(b);
+      const auto& p = gpu::plugin(b);
       std::vector<size_t> counts(b.size());
       for (int r = 0; r < b.size(); ++r) counts[r] = bytes[r] / dtype_size(in->dtype);
       gpu::check(p, p.allgatherv(in->data, out->data, counts.data(), in->dtype, nullptr), "allgather");
@@ -109,17 +119,17 @@ hvd_status hvd_allgather(const hvd_tensor *in, hvd_tensor *out, const int64_t *f
   });
 }
 
-hvd_status hvd_broadcast(hvd_tensor *inout, int root) {
+hvd_status hvd_broadcast(hvd_tensor* inout, int root) {
   return wrap([&] {
     check_tensor(inout, "broadcast");
-    Backend &b = backend();
+    Backend& b = backend();
     if (root < 0 || root >= b.size())
       throw Error(HVD_ERR_INVALID, "broadcast: root_rank " + std::to_string(root) + " is not in 0.." +
                                        std::to_string(b.size() - 1));
     agree(describe(Kind::Broadcast, inout, -1, root), false);
     size_t count = static_cast<size_t>(num_elements(*inout));
     if (inout->device == HVD_DEVICE_CUDA) {
-      const auto &p = gpu::plugin(b);
+      const auto& p = gpu::plugin(b);
       gpu::check(p, p.broadcast(inout->data, count, inout->dtype, root, nullptr), "broadcast");
       gpu::check(p, p.synchronize(nullptr), "broadcast");
       return;
@@ -128,11 +138,11 @@ hvd_status hvd_broadcast(hvd_tensor *inout, int root) {
   });
 }
 
-hvd_status hvd_alltoall_prepare(const hvd_tensor *in, const int64_t *splits, int64_t *recv_splits) {
+hvd_status hvd_alltoall_prepare(const hvd_tensor* in, const int64_t* splits, int64_t* recv_splits) {
   return wrap([&] {
     check_tensor(in, "alltoall");
     if (in->ndim < 1) throw Error(HVD_ERR_INVALID, "alltoall: needs at least one dimension (got a scalar)");
-    Backend &b = backend();
+    Backend& b = backend();
     int64_t sum = 0;
     for (int r = 0; r < b.size(); ++r) {
       if (splits[r] < 0) throw Error(HVD_ERR_INVALID, "alltoall: splits must be non-negative");
@@ -148,12 +158,12 @@ hvd_status hvd_alltoall_prepare(const hvd_tensor *in, const int64_t *splits, int
   });
 }
 
-hvd_status hvd_alltoall(const hvd_tensor *in, const int64_t *splits, hvd_tensor *out,
-                        const int64_t *recv_splits) {
+hvd_status hvd_alltoall(const hvd_tensor* in, const int64_t* splits, hvd_tensor* out,
+                        const int64_t* recv_splits) {
   return wrap([&] {
     check_tensor(in, "alltoall");
     check_tensor(out, "alltoall");
-    Backend &b = backend();
+    Backend& b = backend();
     size_t row = row_bytes(*in);
     std::vector<size_t> sb(b.size()), rb(b.size());
     int64_t total = 0;
@@ -165,7 +175,7 @@ hvd_status hvd_alltoall(const hvd_tensor *in, const int64_t *splits, hvd_tensor 
     if (out->dtype != in->dtype || out->ndim != in->ndim || out->shape[0] != total || row_bytes(*out) != row)
       throw Error(HVD_ERR_INVALID, "alltoall: output " + shape_string(*out) + " has the wrong shape");
     if (in->device == HVD_DEVICE_CUDA) {
-      const auto &p = gpu::plugin(b);
+      const auto& p = gpu::plugin(b);
       std::vector<size_t> sc(b.size()), rc(b.size());
       for (int r = 0; r < b.size(); ++r) {
         sc[r] = sb[r] / dtype_size(in->dtype);
@@ -179,9 +189,9 @@ hvd_status hvd_alltoall(const hvd_tensor *in, const int64_t *splits, hvd_tensor 
   });
 }
 
-hvd_status hvd_gpu_compute_capability(int device, int *cc) {
+hvd_status hvd_gpu_compute_capability(int device, int* cc) {
   return wrap([&] {
-    const auto &p = gpu::plugin(backend());
+    const auto& p = gpu::plugin(backend());
     gpu::check(p, p.compute_capability(device, cc), "compute capability");
   });
 }
@@ -197,7 +207,8 @@ double hvd_benchmark_sum_kernel(hvd_dtype dtype, size_t count, int iterations) {
   if (dtype == HVD_FLOAT16 || dtype == HVD_BFLOAT16)  // finite, normal values
     for (size_t i = 1; i < bytes; i += 2) a[i] = b[i] = 0x3c;
   auto start = std::chrono::steady_clock::now();
-  for (int it = 0; it < iterations; ++it) kernels::reduce(dtype, HVD_SUM, a.data(), a.data(), b.data(), count);
+  for (int it = 0; it < iterations; ++it)
+    kernels::reduce(dtype, HVD_SUM, a.data(), a.data(), b.data(), count);
   auto stop = std::chrono::steady_clock::now();
   volatile unsigned char sink = a[bytes / 2];
   (void)sink;

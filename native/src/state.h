@@ -12,23 +12,23 @@
 namespace hvd {
 
 // The initialised backend; throws HVD_ERR_NOT_INITIALIZED otherwise.
-Backend &backend();
+Backend& backend();
 
-void set_last_error(const std::string &message);
+void set_last_error(const std::string& message);
 
 // Run fn, turning exceptions into a status + hvd_last_error().
 template <typename Fn>
-hvd_status wrap(Fn &&fn) {
+hvd_status wrap(Fn&& fn) {
   try {
     fn();
     return HVD_OK;
-  } catch (const Error &exc) {
+  } catch (const Error& exc) {
     set_last_error(exc.what());
     return exc.status();
-  } catch (const std::bad_alloc &) {
+  } catch (const std::bad_alloc&) {
     set_last_error("out of memory");
     return HVD_ERR_INTERNAL;
-  } catch (const std::exception &exc) {
+  } catch (const std::exception& exc) {
     set_last_error(exc.what());
     return HVD_ERR_INTERNAL;
   }
@@ -51,13 +51,26 @@ struct Descriptor {
   uint64_t extra = 0;  // kind-specific (grouped: hash of all shapes)
 };
 
-Descriptor describe(Kind kind, const hvd_tensor *t, int op, int root);
+Descriptor describe(Kind kind, const hvd_tensor* t, int op, int root);
+
+// Every agreement round exchanges one fixed-size slot per rank (descriptor
+// plus up to kInlineBytes of payload), whatever each rank intends, so ranks
+// that disagree still exchange equal-sized messages and fail cleanly.
+constexpr size_t kInlineBytes = 1024;
 
 // Allgathers descriptors and throws HVD_ERR_MISMATCH (same text on every
-// rank) when they differ; shape[0] may differ when vary_first_dim.
-std::vector<Descriptor> agree(const Descriptor &mine, bool vary_first_dim);
+// rank) when they differ; shape[0] may differ when vary_first_dim. When
+// `payload` is given (inline_bytes <= kInlineBytes) it travels along and
+// `payloads` receives size() * kInlineBytes bytes in rank order.
+std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const void* payload = nullptr,
+                              size_t inline_bytes = 0, std::vector<unsigned char>* payloads = nullptr);
+
+// Agree on `mine`, then allreduce `count` elements in buf (CPU). Payloads of
+// at most kInlineBytes ride in the agreement round and are reduced locally
+// in rank order (one network round instead of two, identical on every rank).
+void reduce_agreed(const Descriptor& mine, void* buf, size_t count, hvd_dtype dtype, hvd_op op);
 
 // Validates a local tensor argument (dtype, dims, device).
-void check_tensor(const hvd_tensor *t, const char *what);
+void check_tensor(const hvd_tensor* t, const char* what);
 
 }  // namespace hvd

@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         import hvd_selector
-        from hvd_selector.build_info import format_text
+        from hvd_selector._build_info import format_text
     except ImportError as exc:
         raise ExternalError(f"hvd_selector cannot be imported: {exc}") from None
     info = hvd_selector.build_info()

@@ -9,12 +9,18 @@ HELP = "start N ranks of a script with the installed hvd_selector build (like ho
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-np", "--num-proc", dest="num_proc", type=int, required=True,
-                        help="number of ranks to start on this host")
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="seconds a rank waits for its peers (default: HVD_SELECTOR_TIMEOUT or 60)")
-    parser.add_argument("--mpiexec", default=None,
-                        help="mpiexec to use instead of the one recorded at build time (MPI builds)")
+    parser.add_argument(
+        "-np", "--num-proc", dest="num_proc", type=int, required=True, help="number of ranks to start on this host"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds a rank waits for its peers (default: HVD_SELECTOR_TIMEOUT or 60)",
+    )
+    parser.add_argument(
+        "--mpiexec", default=None, help="mpiexec to use instead of the one recorded at build time (MPI builds)"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="program and its arguments")
 
 

@@ -52,7 +52,7 @@ typedef enum { HVD_DEVICE_CPU = 0, HVD_DEVICE_CUDA = 1 } hvd_device;
 
 /* A dense, C-contiguous tensor (the caller checks layout). */
 typedef struct {
-  void *data;
+  void* data;
   hvd_dtype dtype;
   hvd_device device;
   int device_id;
@@ -65,18 +65,17 @@ typedef struct {
  * passes; it returns a malloc()ed buffer the library free()s. Each returns
  * 0 on success, non-zero on failure with a reason in `error` (256 bytes). */
 typedef struct {
-  void *ctx;
-  int (*set)(void *ctx, const char *key, const void *value, size_t len, char *error);
-  int (*get)(void *ctx, const char *key, void **value, size_t *len, int64_t timeout_ms,
-             char *error);
+  void* ctx;
+  int (*set)(void* ctx, const char* key, const void* value, size_t len, char* error);
+  int (*get)(void* ctx, const char* key, void** value, size_t* len, int64_t timeout_ms, char* error);
 } hvd_store;
 
-const char *hvd_last_error(void);
+const char* hvd_last_error(void);
 
 /* Gloo controller: rank/size from the launcher, peers found through `store`.
  * `hostname` is the address this rank listens on (e.g. "127.0.0.1"). */
-hvd_status hvd_init_gloo(int rank, int size, int local_rank, int local_size, const hvd_store *store,
-                         const char *hostname, double timeout_s);
+hvd_status hvd_init_gloo(int rank, int size, int local_rank, int local_size, const hvd_store* store,
+                         const char* hostname, double timeout_s);
 /* MPI controller: rank/size from MPI_COMM_WORLD (started by mpiexec). */
 hvd_status hvd_init_mpi(double timeout_s);
 hvd_status hvd_finalize(void);
@@ -88,44 +87,43 @@ int hvd_local_size(void);
 
 /* Elementwise reduction across ranks: out = postscale * op_r(prescale * in_r).
  * `in` and `out` have identical shape and dtype; they may be the same buffer. */
-hvd_status hvd_allreduce(const hvd_tensor *in, hvd_tensor *out, hvd_op op, double prescale,
-                         double postscale);
+hvd_status hvd_allreduce(const hvd_tensor* in, hvd_tensor* out, hvd_op op, double prescale, double postscale);
 
 /* Allreduce of n tensors fused into buffers of at most hvd_fusion_threshold()
  * bytes per dtype (Horovod's tensor fusion): one descriptor check and one
  * collective per fused buffer instead of one per tensor. */
-hvd_status hvd_grouped_allreduce(const hvd_tensor *in, hvd_tensor *out, size_t n, hvd_op op,
-                                 double prescale, double postscale);
+hvd_status hvd_grouped_allreduce(const hvd_tensor* in, hvd_tensor* out, size_t n, hvd_op op, double prescale,
+                                 double postscale);
 size_t hvd_fusion_threshold(void);
 void hvd_set_fusion_threshold(size_t bytes);
 
 /* Allgather along the first dimension, which may differ per rank. Phase 1
  * checks the other dimensions and dtype and fills first_dims[size]; the
  * caller allocates out with sum(first_dims) rows and calls phase 2. */
-hvd_status hvd_allgather_prepare(const hvd_tensor *in, int64_t *first_dims);
-hvd_status hvd_allgather(const hvd_tensor *in, hvd_tensor *out, const int64_t *first_dims);
+hvd_status hvd_allgather_prepare(const hvd_tensor* in, int64_t* first_dims);
+hvd_status hvd_allgather(const hvd_tensor* in, hvd_tensor* out, const int64_t* first_dims);
 
-hvd_status hvd_broadcast(hvd_tensor *inout, int root);
+hvd_status hvd_broadcast(hvd_tensor* inout, int root);
 
 /* Alltoall along the first dimension: splits[i] rows go to rank i. Phase 1
  * fills recv_splits[size]; the caller allocates out accordingly. */
-hvd_status hvd_alltoall_prepare(const hvd_tensor *in, const int64_t *splits, int64_t *recv_splits);
-hvd_status hvd_alltoall(const hvd_tensor *in, const int64_t *splits, hvd_tensor *out,
-                        const int64_t *recv_splits);
+hvd_status hvd_alltoall_prepare(const hvd_tensor* in, const int64_t* splits, int64_t* recv_splits);
+hvd_status hvd_alltoall(const hvd_tensor* in, const int64_t* splits, hvd_tensor* out,
+                        const int64_t* recv_splits);
 
 hvd_status hvd_barrier(void);
 
 /* Build facts: "tensor_ops=gloo controllers=gloo target=x86_64_v3 ..." and
  * library versions ("gloo=0.5.0 mpi=MPICH 4.0.2"). Static storage. */
-const char *hvd_build_string(void);
-const char *hvd_library_versions(void);
+const char* hvd_build_string(void);
+const char* hvd_library_versions(void);
 
 /* Why GPU tensors cannot be served ("" when they can; loads the plugin). */
-const char *hvd_gpu_unavailable_reason(void);
+const char* hvd_gpu_unavailable_reason(void);
 
 /* Compute capability (major*10+minor) of CUDA device `device` through the
  * plugin; needs hvd_init_* first (the NCCL communicator is created). */
-hvd_status hvd_gpu_compute_capability(int device, int *cc);
+hvd_status hvd_gpu_compute_capability(int device, int* cc);
 
 /* Sum-reduce `count` elements of `src` into `dst` `iterations` times with the
  * target-compiled kernel; returns seconds taken (for benchmarks). */

@@ -38,6 +38,7 @@ def collect(facts: BuildFacts) -> dict[str, Any]:
 
 def format_text(info: dict[str, Any]) -> str:
     """Human-readable, one fact per line, in horovodrun --check-build's spirit."""
+
     def mark(flag: bool) -> str:
         return "[X]" if flag else "[ ]"
 

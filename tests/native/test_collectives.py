@@ -1,0 +1,63 @@
+"""Every op and dtype on 2 and 4 ranks for gloo, MPICH and Open MPI builds,
+compared with numpy's exact answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cases
+import numpy as np
+import pytest
+from conftest import Build, launch
+
+pytestmark = pytest.mark.slow
+
+
+def _results(build: Build, np_: int, tmp_path: Path) -> list[dict[str, np.ndarray]]:
+    proc = launch(build, np_, "collectives.py", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = []
+    for r in range(np_):
+        with np.load(tmp_path / f"rank{r}.npz") as data:
+            out.append({k.replace("|", "/"): data[k] for k in data.files})
+    return out
+
+
+def _same(got: np.ndarray, want: np.ndarray, key: str) -> None:
+    assert got.dtype == want.dtype, f"{key}: dtype {got.dtype} != {want.dtype}"
+    assert got.shape == want.shape, f"{key}: shape {got.shape} != {want.shape}"
+    assert np.array_equal(got, want), f"{key}: {got.ravel()[:8]} != {want.ravel()[:8]}"
+
+
+@pytest.mark.parametrize("np_", [2, 4])
+def test_every_op_and_dtype(any_build: Build, np_: int, tmp_path: Path) -> None:
+    ranks = _results(any_build, np_, tmp_path)
+    for rank, got in enumerate(ranks):
+        for dtype in cases.NUMPY_DTYPES:
+            for op in cases.OPS:
+                for pre, post in cases.SCALES:
+                    key = f"allreduce/{dtype}/{op}/{pre}/{post}"
+                    _same(got[key], cases.expected_allreduce(np_, dtype, op, pre, post), key)
+            _same(got[f"allgather/{dtype}"], cases.expected_allgather(np_, dtype), f"allgather/{dtype}")
+            _same(got[f"broadcast/{dtype}"], cases.cast(cases.gather_rows(np_ - 1), dtype), f"broadcast/{dtype}")
+            _same(got[f"alltoall/{dtype}"], cases.cast(cases.expected_alltoall(rank, np_), dtype), f"alltoall/{dtype}")
+        even = np.concatenate([np.arange(2 * rank, 2 * rank + 2, dtype=np.int32) + 10 * src for src in range(np_)])
+        _same(got["alltoall_even"], even, "alltoall_even")
+        for small in (False, True):
+            for op in ("Sum", "Average"):
+                for i, (shape, dtype) in enumerate(cases.group_shapes()):
+                    key = f"grouped/{small}/{op}/{i}"
+                    _same(got[key], cases.expected_group(np_, i, shape, dtype, op), key)
+        types = json.loads((tmp_path / f"types{rank}.json").read_text())
+        for dtype in cases.TORCH_DTYPES if types else ():
+            for op in cases.OPS:
+                key = f"torch/allreduce/{dtype}/{op}"
+                assert types[key] == f"torch.Tensor:torch.{dtype}", key
+                want = cases.expected_allreduce(np_, dtype, op, 1.0, 1.0)
+                _same(got[key], want, key)
+            key = f"torch/allgather/{dtype}"
+            assert types[key] == f"torch.Tensor:torch.{dtype}", key
+            torch = pytest.importorskip("torch")
+            want = torch.tensor(cases.expected_allgather(np_, "float64"), dtype=getattr(torch, dtype))
+            _same(got[key], want.float().numpy(), key)

@@ -1,0 +1,97 @@
+"""Bad input gives a clear Python exception on every surviving rank, in bounded time."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Build, launch
+
+pytestmark = pytest.mark.slow
+
+
+def _run(build: Build, scenario: str, tmp_path: Path, np_: int = 2, timeout: str = "5"):
+    start = time.monotonic()
+    proc = launch(
+        build, np_, "errors.py", str(tmp_path), scenario, cwd=tmp_path, timeout=120, HVD_SELECTOR_TIMEOUT=timeout
+    )
+    elapsed = time.monotonic() - start
+    outcomes = {}
+    for r in range(np_):
+        path = tmp_path / f"rank{r}.json"
+        if path.exists():
+            outcomes[r] = json.loads(path.read_text())
+    return proc, outcomes, elapsed
+
+
+MISMATCH = {
+    "shape": "float32[3,2] op=Average but rank 1 called allreduce float32[4,2]",
+    "dtype": "float32[4] op=Average but rank 1 called allreduce float64[4]",
+    "op": "op=Sum but rank 1 called allreduce float32[4] op=Max",
+    "kind": "rank 0 called allreduce float64[4] op=Average but rank 1 called broadcast float64[4] root=0",
+    "gather_dims": "allgather float64[*,3] but rank 1 called allgather float64[*,4]",
+    "big_shape": "float32[65536] op=Average but rank 1 called allreduce float32[65537]",
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(MISMATCH))
+def test_mismatch_across_ranks(any_build: Build, scenario: str, tmp_path: Path) -> None:
+    proc, outcomes, _ = _run(any_build, scenario, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(outcomes) == [0, 1]
+    for outcome in outcomes.values():
+        assert outcome["error"] == "MismatchError", outcome
+        assert "HorovodInternalError" in outcome["mro"]
+        assert MISMATCH[scenario] in outcome["message"], outcome["message"]
+        assert "\n" not in outcome["message"]
+
+
+@pytest.mark.parametrize(
+    "scenario,error,text",
+    [
+        ("noncontiguous", "ValueError", "not C-contiguous; pass np.ascontiguousarray(x) or x.contiguous()"),
+        ("unsupported", "TypeError", "unsupported dtype complex64; supported: float16, bfloat16"),
+    ],
+)
+def test_local_bad_input(gloo_build: Build, scenario: str, error: str, text: str, tmp_path: Path) -> None:
+    proc, outcomes, _ = _run(gloo_build, scenario, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for outcome in outcomes.values():
+        assert outcome["error"] == error and text in outcome["message"], outcome
+
+
+def test_job_continues_after_local_error(gloo_build: Build, tmp_path: Path) -> None:
+    proc, outcomes, _ = _run(gloo_build, "ok_after_local_error", tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [o["after"] for o in outcomes.values()] == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("scenario", ["die_before", "die_during"])
+def test_rank_dies(gloo_build: Build, scenario: str, tmp_path: Path) -> None:
+    proc, outcomes, elapsed = _run(gloo_build, scenario, tmp_path)
+    assert proc.returncode == 7, (proc.returncode, proc.stderr[-2000:])  # the dead rank's code
+    survivor = outcomes[0]
+    assert survivor["error"] in ("PeerFailureError", "CollectiveTimeoutError"), survivor
+    assert "HorovodInternalError" in survivor["mro"]
+    assert "peer" in survivor["message"]
+    assert survivor["seconds"] < 10
+    assert elapsed < 60
+
+
+def test_rank_that_never_joins_times_out(gloo_build: Build, tmp_path: Path) -> None:
+    _, outcomes, _ = _run(gloo_build, "hang", tmp_path, timeout="3")
+    survivor = outcomes[0]
+    assert survivor["error"] == "CollectiveTimeoutError", survivor
+    assert "raise HVD_SELECTOR_TIMEOUT" in survivor["message"]
+    assert 2.5 < survivor["seconds"] < 10
+
+
+@pytest.mark.parametrize("impl", ["mpich", "openmpi"])
+def test_mpi_rank_death_ends_the_job(impl: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """MPI has no per-call timeout: mpiexec ends the whole job (no hang, non-zero exit)."""
+    build = request.getfixturevalue(f"{impl}_build")
+    proc, _, elapsed = _run(build, "die_before", tmp_path)
+    assert proc.returncode != 0
+    assert elapsed < 60

@@ -1,0 +1,157 @@
+"""Import-time hardware guard, build_info / build-info, launcher input errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, Build, python
+
+PROBE = (
+    "import sys\ntry:\n import hvd_selector\nexcept ImportError as e:\n print('IMPORTERROR', e)\n"
+    "print('core loaded' if 'hvd_selector._core' in sys.modules else 'core not loaded')"
+)
+
+
+def test_guard_refuses_a_cpu_without_the_targets_features(gloo_build: Build, tmp_path: Path) -> None:
+    proc = python(gloo_build, PROBE, cwd=tmp_path, HVD_SELECTOR_TARGET="x86_64_v2")
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("IMPORTERROR hvd_selector: this build targets x86_64_v3 but this CPU (x86_64_v2)")
+    for feature in ("avx", "avx2", "bmi2", "fma"):
+        assert feature in lines[0].split("lacks ", 1)[1]
+    assert "pip install --no-cache-dir --force-reinstall hvd-selector" in lines[0]
+    assert lines[1] == "core not loaded"  # the guard ran before any native code
+
+
+def test_guard_refuses_another_family(gloo_build: Build, tmp_path: Path) -> None:
+    proc = python(gloo_build, PROBE, cwd=tmp_path, HVD_SELECTOR_TARGET="neoverse_v1")
+    assert "this build is for x86_64 (x86_64_v3) but this machine is aarch64" in proc.stdout
+    assert proc.stdout.splitlines()[1] == "core not loaded"
+
+
+@pytest.mark.parametrize("host", ["x86_64_v3", "haswell", "icelake", "zen3"])
+def test_guard_accepts_descendants(gloo_build: Build, host: str, tmp_path: Path) -> None:
+    proc = python(gloo_build, PROBE, cwd=tmp_path, HVD_SELECTOR_TARGET=host)
+    assert proc.stdout.splitlines() == ["core loaded"], proc.stdout + proc.stderr
+
+
+def test_guard_on_this_host(gloo_build: Build, tmp_path: Path) -> None:
+    proc = python(gloo_build, PROBE, cwd=tmp_path)
+    assert proc.stdout.splitlines() == ["core loaded"], proc.stdout + proc.stderr
+
+
+def test_guard_unknown_pretend_target(gloo_build: Build, tmp_path: Path) -> None:
+    proc = python(gloo_build, PROBE, cwd=tmp_path, HVD_SELECTOR_TARGET="hasswell")
+    assert "is not an archspec target (did you mean haswell?)" in proc.stdout
+
+
+def test_gpu_guard_uses_cuda_arch_rules() -> None:
+    compat = pytest.importorskip("selector_backend.compat")
+    if not hasattr(compat, "cuda_arch_support"):
+        pytest.skip("selector_backend.compat.cuda_arch_support not there yet")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "hvd_guard_under_test", REPO / "hvd_selector" / "_guard.py", submodule_search_locations=None
+    )
+    # _guard imports ._facts relatively; load it as part of a throwaway package.
+    pkg = importlib.util.spec_from_file_location("hvd_pkg_t", REPO / "hvd_selector" / "_facts.py")
+    assert spec and pkg
+    sys.modules.setdefault("hvd_pkg_t", importlib.util.module_from_spec(pkg))
+    src = (REPO / "hvd_selector" / "_guard.py").read_text().replace("from ._facts import", "from hvd_pkg_t import")
+    ns: dict[str, object] = {}
+    pkg.loader.exec_module(sys.modules["hvd_pkg_t"])  # type: ignore[union-attr]
+    exec(compile(src, "_guard.py", "exec"), ns)
+    check_gpu = ns["check_gpu"]
+    assert check_gpu(["80", "90"], "8.6") == "sass"  # type: ignore[operator]
+    assert check_gpu(["80", "90"], "10.0") == "ptx"  # type: ignore[operator]
+    with pytest.raises(RuntimeError, match=r"cuda_arch=80,90 which cannot run on a GPU of compute capability 7\.5"):
+        check_gpu(["80", "90"], "7.5")  # type: ignore[operator]
+
+
+def test_build_info_command(any_build: Build, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "selector_backend", "build-info", "--json"],
+        cwd=tmp_path,
+        env=any_build.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["target"] == "x86_64_v3"
+    assert info["target_flags"] == "-march=x86-64-v3 -mtune=generic"
+    assert "avx2" in info["kernels"] and "f16c" in info["kernels"]
+    assert info["cuda_archs"] == [] and info["gpu_operations"].startswith("unavailable")
+    if any_build.name.startswith("gloo"):
+        assert info["tensor_ops"] == "gloo" and info["controllers"] == ["gloo"]
+        assert info["libraries"] == {"gloo": "0.5.0"}
+    else:
+        impl = "MPICH" if "mpich" in any_build.name else "Open MPI"
+        assert info["tensor_ops"] == "mpi" and impl in info["libraries"]["mpi"]
+        assert info["mpiexec"].endswith("mpich" if impl == "MPICH" else "openmpi")
+    text = subprocess.run(
+        [sys.executable, "-m", "selector_backend", "build-info"],
+        cwd=tmp_path,
+        env=any_build.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    assert "Available tensor operations:" in text and "CPU target: x86_64_v3" in text
+
+
+def test_build_info_refused_by_guard(gloo_build: Build, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "selector_backend", "build-info"],
+        cwd=tmp_path,
+        env=gloo_build.env(HVD_SELECTOR_TARGET="x86_64"),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 4
+    assert proc.stderr.count("\n") == 1 and "lacks" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_gpu_tensors_refused_clearly_on_cpu_build(gloo_build: Build, tmp_path: Path) -> None:
+    code = "import hvd_selector as h; h.init(); from hvd_selector import _core\nprint(_core.gpu_unavailable_reason())"
+    proc = python(gloo_build, code, cwd=tmp_path)
+    assert proc.stdout.startswith("this build is CPU-only (target=x86_64_v3"), proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["-np", "0", "python", "x.py"], "-np must be at least 1 (got 0)"),
+        (["-np", "2"], "no command to run"),
+        (["-np", "2", "--timeout", "-1", "python"], "--timeout must be positive"),
+    ],
+)
+def test_run_bad_input(gloo_build: Build, args: list[str], message: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "selector_backend", "run", *args],
+        cwd=tmp_path,
+        env=gloo_build.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_uninitialised_use(gloo_build: Build, tmp_path: Path) -> None:
+    code = (
+        "import hvd_selector as h, numpy as np\n"
+        "for f in (h.rank, lambda: h.allreduce(np.ones(2))):\n"
+        " try: f()\n except ValueError as e: print(type(e).__name__, e)"
+    )
+    proc = python(gloo_build, code, cwd=tmp_path)
+    assert proc.stdout.splitlines() == [
+        "NotInitializedError hvd_selector has not been initialised; call hvd_selector.init() first",
+        "NotInitializedError hvd_selector is not initialised: call hvd_selector.init() first",
+    ]

@@ -1,0 +1,69 @@
+"""Every op and dtype on every rank; results saved for the test to compare.
+
+Run under the launcher: python collectives.py OUT_DIR. Writes
+OUT_DIR/rank<r>.npz (bfloat16 results saved as float32) and types.json.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import cases
+
+import hvd_selector as hvd
+
+out_dir = Path(sys.argv[1])
+hvd.init()
+rank, size = hvd.rank(), hvd.size()
+assert hvd.local_rank() == rank and hvd.local_size() == size
+saved: dict[str, np.ndarray] = {}
+types: dict[str, str] = {}
+
+for dtype in cases.NUMPY_DTYPES:
+    for op_name, op in cases.OPS.items():
+        for pre, post in cases.SCALES:
+            x = cases.cast(cases.values(rank), dtype)
+            saved[f"allreduce/{dtype}/{op_name}/{pre}/{post}"] = hvd.allreduce(
+                x, op=op, prescale_factor=pre, postscale_factor=post
+            )
+    saved[f"allgather/{dtype}"] = hvd.allgather(cases.cast(cases.gather_rows(rank), dtype))
+    mine = cases.cast(cases.gather_rows(size - 1) if rank == size - 1 else np.zeros((size, 3)), dtype)
+    saved[f"broadcast/{dtype}"] = hvd.broadcast(mine, root_rank=size - 1)
+    a2a = cases.cast(cases.alltoall_input(rank, size), dtype)
+    saved[f"alltoall/{dtype}"] = hvd.alltoall(a2a, splits=cases.alltoall_splits(rank, size))
+
+even = hvd.alltoall(np.arange(size * 2, dtype=np.int32) + 10 * rank)
+saved["alltoall_even"] = even
+
+for threshold in (hvd.fusion_threshold(), 256):
+    hvd.set_fusion_threshold(threshold)
+    for op_name in ("Sum", "Average"):
+        shapes = cases.group_shapes()
+        ins = [cases.group_input(rank, i, s, d) for i, (s, d) in enumerate(shapes)]
+        outs = hvd.grouped_allreduce(ins, op=cases.OPS[op_name])
+        for i, o in enumerate(outs):
+            saved[f"grouped/{threshold == 256}/{op_name}/{i}"] = o
+hvd.barrier()
+
+try:
+    import torch
+except ImportError:
+    torch = None
+if torch is not None:
+    for dtype in cases.TORCH_DTYPES:
+        tdt = getattr(torch, dtype)
+        for op_name, op in cases.OPS.items():
+            x = torch.tensor(cases.values(rank), dtype=tdt)
+            res = hvd.allreduce(x, op=op)
+            types[f"torch/allreduce/{dtype}/{op_name}"] = f"{type(res).__module__}.{type(res).__name__}:{res.dtype}"
+            saved[f"torch/allreduce/{dtype}/{op_name}"] = res.float().numpy() if dtype == "bfloat16" else res.numpy()
+        g = hvd.allgather(torch.tensor(cases.gather_rows(rank), dtype=tdt))
+        types[f"torch/allgather/{dtype}"] = f"{type(g).__module__}.{type(g).__name__}:{g.dtype}"
+        saved[f"torch/allgather/{dtype}"] = g.float().numpy()
+
+np.savez(out_dir / f"rank{rank}.npz", **{k.replace("/", "|"): v for k, v in saved.items()})
+(out_dir / f"types{rank}.json").write_text(json.dumps(types))
+hvd.shutdown()
