@@ -14,6 +14,7 @@ import hashlib
 import http.server
 import json
 import os
+import subprocess
 import threading
 import zipfile
 from pathlib import Path
@@ -232,6 +233,12 @@ def test_builder_builds_repairs_and_publishes_a_reduced_matrix(
             libs = [n for n in archive.namelist() if ".libs/" in n]
         if entry.variant["tensor_ops"] == "mpi":
             assert not any("libmpi" in n for n in libs), "libmpi comes from the mpi extra, never the wheel"
+            with zipfile.ZipFile(site / "simple/hvd-selector" / entry.filename) as archive:
+                core = next(n for n in archive.namelist() if "/_core" in n and n.endswith(".so"))
+                (tmp_path / "core.so").write_bytes(archive.read(core))
+            needed = subprocess.run(["readelf", "-d", str(tmp_path / "core.so")], capture_output=True, text=True)
+            assert "libmpich.so.12" in needed.stdout or "libmpi.so.12" in needed.stdout, "the MPICH ABI"
+            assert "libmpi.so.40" not in needed.stdout
         else:
             assert any("libgloo" in n for n in libs), "Debian's shared Gloo is bundled"
     assert main(args) == 0, "a re-run skips what the index already has"
