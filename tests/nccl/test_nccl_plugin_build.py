@@ -163,3 +163,18 @@ def test_wrong_nvcc_names_what_to_install(tmp_path: Path, variant_cmake: Path) -
     env = dict(os.environ, CUDACXX=str(fake))
     err = _configure(tmp_path, variant_cmake, env=env)
     assert "nvcc not found: install the CUDA 13.0 toolkit (see recipes/cuda/) or point CUDACXX" in err
+
+
+def test_nvcc_of_another_cuda_line_is_refused(tmp_path: Path) -> None:
+    if toolchain_missing():
+        pytest.skip(str(toolchain_missing()))
+    banner = subprocess.run([str(hvd_nccl_build.nvcc()), "--version"], capture_output=True, text=True).stdout
+    if "release 13." not in banner:
+        pytest.skip("needs nvcc 13 (to be the wrong line for a cuda=12 variant)")
+    from selector_backend.catalog import load_catalog
+
+    catalog = load_catalog()
+    cuda12 = catalog.parse_variant(TEST_VARIANT.replace("cuda=13", "cuda=12"))
+    variant_cmake = hvd_nccl_build.variant_cmake(cuda12, catalog, tmp_path)
+    err = _configure(tmp_path, variant_cmake)
+    assert "cannot build a cuda=12 variant: install a CUDA 12.x toolkit >= 12.4 (see recipes/cuda/)" in err
