@@ -136,6 +136,24 @@ def worst_cuda_support(archs: Sequence[str], host: HostProfile) -> Support | Non
     return "ptx" if "ptx" in supports else "sass"
 
 
+def cuda_code_used(archs: Sequence[str], host: HostProfile) -> tuple[int, ...]:
+    """For each GPU, the arch whose code it runs (SASS if any, else the PTX), weakest first.
+
+    Higher is closer to the GPU: an 8.6 GPU runs sm_86 natively but sm_80 only as a
+    compatible older image, and a 10.0 GPU JIT-compiles compute_90 PTX into better code
+    than compute_70. Ranking uses this after SASS-vs-PTX so the catalog's exact builds win.
+    """
+    real = sorted(_arch(a) for a in archs if a != "none")
+    used = []
+    for gpu in host.nvidia_gpus():
+        cc = _cc(gpu.compute_capability)
+        sass = [a for a in real if a[0] == cc[0] and a[1] <= cc[1]]
+        best = max(sass) if sass else (real[-1] if real and real[-1] <= cc else None)
+        if best is not None:
+            used.append(best[0] * 10 + best[1])
+    return tuple(sorted(used))
+
+
 # ------------------------------------------------------------------ libraries, os
 def has_capability(capability: str, host: HostProfile, mpi_abi: str | None = None) -> Finding:
     """Does the host provide ``capability``? ``mpi_abi`` narrows "mpi" to one ABI family."""

@@ -86,9 +86,11 @@ def rank_key(candidate: Candidate, catalog: Catalog, host: HostProfile) -> tuple
 
     1. a GPU build before a CPU build (only compatible ones get here, so the
        host has a usable GPU); 2. the communication library by catalog
-       preference; 3. SASS before PTX on the weakest GPU; 4. the newer CUDA
-       line; 5. the most specific CPU target; 6. the thinnest arch list;
-       7. controllers by preference; then source order.
+       preference; 3. SASS before PTX on the weakest GPU; 4. code closest to
+       each GPU (sm_86 before sm_80 on an 8.6 GPU, compute_90 before compute_70
+       PTX on a 10.0 one); 5. the newer CUDA line; 6. the most specific CPU
+       target; 7. the thinnest arch list; 8. controllers by preference; then
+       source order.
     """
     v = candidate.variant
     is_gpu = v["cuda"] != "none"
@@ -97,6 +99,7 @@ def rank_key(candidate: Candidate, catalog: Catalog, host: HostProfile) -> tuple
         0 if is_gpu else 1,
         catalog.preference("tensor_ops", str(v["tensor_ops"])),
         {"sass": 0, "ptx": 1, None: 2}[support] if is_gpu else 0,
+        tuple(-a for a in compat.cuda_code_used(v.values_of("cuda_arch"), host)) if is_gpu else (),
         catalog.preference("cuda", str(v["cuda"])),
         -targets.specificity(str(v["target"])) if targets.known_target(str(v["target"])) else 0,
         len(v.values_of("cuda_arch")),
