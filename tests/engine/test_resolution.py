@@ -93,6 +93,22 @@ def test_h100_prefers_the_newer_cuda_line_when_the_driver_allows(catalog: Any) -
     assert (new.selected.variant["cuda"], new.selected.variant["cuda_arch"]) == ("13", ("90",))
 
 
+@pytest.mark.parametrize(
+    ("cc", "driver", "cuda", "arch"),
+    [
+        ("8.6", "13.0", "13", "86"),  # RTX A6000: the exact sm_86 build, not sm_80 run on 8.6
+        ("8.9", "13.0", "13", "89"),  # L4 / RTX 4090
+        ("8.6", "12.4", "12", "80"),  # CUDA 12 line has no sm_86: the sm_80 image
+        ("10.0", "12.8", "12", "90"),  # B200 on an old driver: PTX of compute_90, not compute_70
+        ("10.0", "13.0", "13", "100"),
+        ("12.0", "13.0", "13", "120"),
+    ],
+)
+def test_the_code_closest_to_the_gpu_wins(catalog: Any, cc: str, driver: str, cuda: str, arch: str) -> None:
+    r = run(catalog, make_host("zen3", gpus=[cc], driver=driver))
+    assert (r.selected.variant["cuda"], r.selected.variant["cuda_arch"]) == (cuda, (arch,))
+
+
 def test_grace_hopper_gets_the_aarch64_gpu_build(catalog: Any) -> None:
     r = run(catalog, make_host("neoverse_v2", gpus=["9.0"], driver="13.0"))
     assert sel(r) == "target=neoverse_v2 cuda=13 cuda_arch=90 tensor_ops=nccl controllers=gloo frameworks=pytorch"
