@@ -191,6 +191,17 @@ def test_selected_is_compatible_and_the_best(catalog: Any, host: Any, selector: 
     if r.selected.variant["cuda"] == "none":
         # a CPU pick on a host with a servable GPU happens only when no GPU build fits
         assert not any(c.compatible and c.variant["cuda"] != "none" for c in r.candidates)
+        return
+    # no fitting GPU build of the same library and support level runs code closer to the GPUs
+    best = r.selected.variant
+    level = compat.worst_cuda_support(best.values_of("cuda_arch"), host)
+    for c in compatible:
+        v = c.variant
+        if v["cuda"] == "none" or v["tensor_ops"] != best["tensor_ops"]:
+            continue
+        if compat.worst_cuda_support(v.values_of("cuda_arch"), host) == level:
+            code = compat.cuda_code_used(v.values_of("cuda_arch"), host)
+            assert code <= compat.cuda_code_used(best.values_of("cuda_arch"), host)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
