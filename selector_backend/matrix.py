@@ -125,17 +125,15 @@ class Job:
         return " ".join(f'{k}="{v}"' for k, v in items.items())
 
     def environment(self) -> dict[str, str]:
-        """The cibuildwheel environment of this job, fully resolved."""
-        image_key = f"CIBW_MANYLINUX_{self.family.upper()}_IMAGE"
-        return {
-            "CIBW_BUILD": self.build_identifiers,
-            "CIBW_ARCHS_LINUX": self.family,
-            image_key: self.image,
-            "CIBW_CONFIG_SETTINGS_LINUX": self.config_settings_text,
-            "CIBW_BEFORE_ALL_LINUX": self.before_all,
-            "CIBW_ENVIRONMENT_LINUX": self.container_environment,
-            "CIBW_REPAIR_WHEEL_COMMAND_LINUX": self.repair,
-        }
+        """The cibuildwheel environment of this job, fully resolved.
+
+        Derived from the matrix row through WORKFLOW_ENV, exactly as GitHub
+        resolves the workflow's ``${{ matrix.* }}`` references, so the two
+        cannot disagree; only this job's family's image variable is kept.
+        """
+        row = self.matrix_entry()
+        other = {f"CIBW_MANYLINUX_{f.upper()}_IMAGE" for f in RUNNERS if f != self.family}
+        return {key: row[fld] for key, fld in WORKFLOW_ENV.items() if key not in other}
 
     def matrix_entry(self) -> dict[str, str]:
         """The job's row in the workflow's ``strategy.matrix.include``."""

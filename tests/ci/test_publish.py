@@ -8,9 +8,7 @@ project's backend and publishes them.
 
 from __future__ import annotations
 
-import base64
 import functools
-import hashlib
 import http.server
 import json
 import os
@@ -26,6 +24,8 @@ from selector_backend.catalog import Catalog, load_catalog
 from selector_backend.cli import main
 from selector_backend.errors import InputError
 from selector_backend.variant import Variant, variant_label
+
+from .wheelfiles import write_wheel
 
 CPU = "target=x86_64_v3 cuda=none cuda_arch=none tensor_ops=gloo controllers=gloo frameworks=pytorch"
 MPI = "target=x86_64_v4 cuda=none cuda_arch=none tensor_ops=mpi controllers=mpi frameworks=pytorch"
@@ -49,16 +49,7 @@ def make_wheel(
         f"{dist}.dist-info/WHEEL": wheel_info.encode(),
         f"{dist}.dist-info/variant.json": variant_json.dumps(variant, catalog).encode(),
     }
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{dist}-{tag}.whl"
-    with zipfile.ZipFile(path, "w") as archive:
-        record = []
-        for name, data in files.items():
-            archive.writestr(name, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            record.append(f"{name},sha256={digest},{len(data)}")
-        archive.writestr(f"{dist}.dist-info/RECORD", "\n".join([*record, f"{dist}.dist-info/RECORD,,"]) + "\n")
-    return path
+    return write_wheel(directory / f"{dist}-{tag}.whl", files)
 
 
 @pytest.fixture()

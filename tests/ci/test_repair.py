@@ -7,8 +7,6 @@ the repair command each job would run decides what ends up in the wheel.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import platform
 import shutil
 import subprocess
@@ -20,6 +18,8 @@ import pytest
 from selector_backend import matrix, publish
 from selector_backend.catalog import load_catalog
 from selector_backend.errors import ExternalError
+
+from .wheelfiles import write_wheel
 
 pytestmark = pytest.mark.skipif(
     platform.machine() != "x86_64" or shutil.which("cc") is None, reason="needs an x86_64 C compiler"
@@ -34,16 +34,7 @@ def wheel_with(lib: Path, tmp: Path) -> Path:
         "demo-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: false\n"
         b"Tag: cp311-cp311-linux_x86_64\n",
     }
-    out = tmp / "in" / "demo-1.0-cp311-cp311-linux_x86_64.whl"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(out, "w") as archive:
-        record = []
-        for name, data in files.items():
-            archive.writestr(name, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            record.append(f"{name},sha256={digest},{len(data)}")
-        archive.writestr("demo-1.0.dist-info/RECORD", "\n".join([*record, "demo-1.0.dist-info/RECORD,,"]) + "\n")
-    return out
+    return write_wheel(tmp / "in" / "demo-1.0-cp311-cp311-linux_x86_64.whl", files)
 
 
 def job_for(text: str) -> matrix.Job:
