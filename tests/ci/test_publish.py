@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import io
 import json
 import os
 import subprocess
@@ -155,6 +156,25 @@ def test_a_crash_at_any_step_leaves_a_consistent_index(
     assert done.changed and len(assert_consistent(site, catalog)) == 3
 
 
+def test_progress_bar_on_a_terminal_and_lines_in_a_log() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    bar = publish.Progress(4, "building", screen)
+    for name in ("a", "b", "c", "d"):
+        bar.step(name)
+    frames = screen.getvalue().split("\r")
+    assert frames[1].startswith("building [######..................] 1/4 a")
+    assert frames[-1].startswith("building [########################] 4/4 d") and frames[-1].endswith("\n")
+    log = io.StringIO()
+    bar = publish.Progress(2, "publishing", log)
+    bar.step("x.whl")
+    bar.step("y.whl")
+    assert log.getvalue() == "publishing 1/2: x.whl\npublishing 2/2: y.whl\n"
+
+
 def test_bad_wheels_are_one_line_errors(tmp_path: Path, catalog: Catalog, capsys: pytest.CaptureFixture[str]) -> None:
     plain = tmp_path / "in" / "hvd_selector-0.1.0-cp311-cp311-linux_x86_64.whl"
     plain.parent.mkdir()
@@ -235,3 +255,22 @@ def test_builder_builds_repairs_and_publishes_a_reduced_matrix(
     assert main(args) == 0, "a re-run skips what the index already has"
     again = capsys.readouterr()
     assert "already published" in again.err and "unchanged" in again.out
+
+
+@pytest.mark.slow
+def test_builder_keeps_nccl_out_of_a_cuda_variant(tmp_path: Path, catalog: Catalog) -> None:
+    """A real CUDA 13 + NCCL variant (about 100 s): libnccl.so.2 is linked, never grafted."""
+    gpu = catalog.parse_variant(GPU)
+    why = publish.why_not_buildable(gpu, catalog)
+    if why:
+        pytest.skip(f"cannot build a CUDA 13 variant here: {why}")
+    site = tmp_path / "site"
+    assert main(["build-variants", "--index", str(site), "--wheelhouse", str(tmp_path / "wh"), "--variant", GPU]) == 0
+    (entry,) = assert_consistent(site, catalog)
+    with zipfile.ZipFile(site / "simple/hvd-selector" / entry.filename) as archive:
+        names = archive.namelist()
+        plugin = next(n for n in names if n.endswith("libhvd_nccl.so"))
+        (tmp_path / "plugin.so").write_bytes(archive.read(plugin))
+    needed = subprocess.run(["readelf", "-d", str(tmp_path / "plugin.so")], capture_output=True, text=True).stdout
+    assert "libnccl.so.2" in needed
+    assert not any("libnccl" in n or "libcuda" in n for n in names), names
