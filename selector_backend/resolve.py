@@ -116,9 +116,12 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
         ok = compat.compatible(findings)
         # reasons: failures first (they are why), then the supporting facts
         reasons = tuple([f.reason for f in findings if not f.ok] + [f.reason for f in findings if f.ok])
-        evaluated.append((index, Ranked(cand, ok, reasons)))
+        excluded = not compat.compatible(selector.check(cand.variant))
+        misses = sum(1 for f in findings if not f.ok)
+        evaluated.append(((excluded, misses, index), Ranked(cand, ok, reasons)))
     good = sorted((r for _, r in evaluated if r.compatible), key=lambda r: rank_key(r.candidate, catalog, host))
-    bad = [r for _, r in evaluated if not r.compatible]
+    # incompatible ones: near misses first (admitted by the selector, fewest failed rules), then source order
+    bad = [r for _, r in sorted((e for e in evaluated if not e[1].compatible), key=lambda e: e[0])]
     notes: list[str] = []
     try:
         source = ideal_variant(host, catalog, selector)

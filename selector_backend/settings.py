@@ -192,12 +192,13 @@ class Settings(NamedTuple):
 
 
 # ------------------------------------------------------------------ sources
-def config_file_candidates() -> list[Path]:
+def config_file_candidates(env: Mapping[str, str] | None = None) -> list[Path]:
     """Config files in increasing precedence (system, then user), or the explicit one."""
-    explicit = os.environ.get(ENV_PREFIX + "CONFIG")
+    env = os.environ if env is None else env
+    explicit = env.get(ENV_PREFIX + "CONFIG")
     if explicit:
         return [Path(os.path.expanduser(explicit))]
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    xdg = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return [Path("/etc/hvd-selector/config.toml"), Path(xdg) / "hvd-selector" / "config.toml"]
 
 
@@ -248,7 +249,7 @@ def load_settings(
     origins: dict[str, str] = {}
     if pyproject:
         _from_mapping(pyproject, "pyproject.toml [tool.hvd-selector]", values, origins)
-    for path in config_file_candidates():
+    for path in config_file_candidates(env):
         if path.is_file():
             doc = load_toml(path)
             _from_mapping(doc.data, str(path), values, origins, doc.locate)

@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
         "installed": {"variant": installed.to_json(), "label": label, "variant_json": str(path)},
         "runs_here": runs,
         "reasons": [f.reason for f in findings],
-        "best_for_this_machine": best.to_json(),
-        "fix": None if runs and best == installed else REINSTALL,
+        "exact_build_for_this_machine": best.to_json(),
+        "fix": None if runs else REINSTALL,
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -82,10 +82,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {'+' if finding.ok else '-'} {finding.reason}")
         if not runs:
             print("problem: the installed build does not run on this machine")
-        elif best != installed:
-            print(f"note: a better build for this machine is {format_variant(best)}")
         else:
-            print("ok: the installed build is the best one for this machine")
+            print("ok: the installed build runs on this machine")
+            if best != installed:
+                print(
+                    f"note: an exact source build for this machine would be {format_variant(best)} "
+                    "(pip install --no-cache-dir --force-reinstall hvd-selector -C build-policy=always-build)"
+                )
         if report["fix"]:
             print(f"fix: {REINSTALL}")
     return 0 if runs else EXIT_NOTHING_FITS

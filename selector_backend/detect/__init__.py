@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from ..errors import SelectorError
 from ..host import HostProfile, LibraryInfo
 from . import cpu, libraries, nvidia, system
 
@@ -19,6 +20,8 @@ T = TypeVar("T")
 def _soft(what: str, probe: Callable[[], T], fallback: T, notes: list[str]) -> T:
     try:
         return probe()
+    except SelectorError:
+        raise  # bad user input (e.g. an unreadable HVD_SELECTOR_NVML_REPLAY) is an error, not a note
     except Exception as exc:  # a detector bug or an odd machine must not stop detection
         notes.append(f"{what}: detection failed ({type(exc).__name__}: {exc})")
         return fallback

@@ -18,6 +18,15 @@ def timeout_seconds() -> float:
         return 5.0
 
 
+def which(name: str) -> str | None:
+    """shutil.which without importing shutil (it drags in bz2/lzma/zlib: a cold-start cost)."""
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(directory or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 def run_text(argv: list[str], notes: list[str]) -> str | None:
     """stdout+stderr of a command, or None (with a note) on failure/timeout."""
     try:

@@ -11,12 +11,11 @@ import functools
 import glob
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 
 from ..host import LibraryInfo
-from .bounded import run_text
+from .bounded import run_text, which
 
 SYSTEM_LIB_DIRS = (
     "/usr/lib/x86_64-linux-gnu",
@@ -83,7 +82,7 @@ def detect_mpi(notes: list[str]) -> LibraryInfo | None:
         hit = wheel_version(dist)
         if hit:
             found.append(LibraryInfo(impl, hit[0], f"pip wheel {dist} in {hit[1]}"))
-    mpiexec = shutil.which("mpiexec") or shutil.which("mpirun")
+    mpiexec = which("mpiexec") or which("mpirun")
     if mpiexec:
         text = run_text([mpiexec, "--version"], notes) or ""
         parsed = parse_mpiexec_version(text)

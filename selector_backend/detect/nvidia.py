@@ -12,12 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..host import GpuInfo
-from .bounded import call_with_timeout, run_text
+from .bounded import call_with_timeout, run_text, which
 
 PROC_VERSION = Path("/proc/driver/nvidia/version")
 DEVICE_NODE = Path("/dev/nvidiactl")
@@ -102,7 +101,7 @@ def detect(notes: list[str]) -> NvidiaFacts:
             notes.append(f"nvml: {type(exc).__name__}: {exc}".rstrip(": "))
     elif not os.environ.get("HVD_SELECTOR_NVML_REPLAY"):
         notes.append("nvml: no NVIDIA kernel driver (no /proc/driver/nvidia/version or /dev/nvidiactl)")
-    smi = shutil.which("nvidia-smi")
+    smi = which("nvidia-smi")
     if smi:
         summary = run_text([smi], notes) or ""
         csv = run_text([smi, "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"], notes)

@@ -214,9 +214,9 @@ def test_failing_nvml_is_a_note_not_an_error(cli: Any) -> None:
 
 def test_unreadable_recording_is_input_error(cli: Any, tmp_path: Path) -> None:
     result = cli("detect", env={"HVD_SELECTOR_NVML_REPLAY": str(tmp_path / "missing.json")})
-    # detection fails soft: the problem is reported as a note naming the variable
-    assert result.rc == 0, result
-    assert "HVD_SELECTOR_NVML_REPLAY=" in result.out
+    # an explicit input that cannot be read is an error naming the variable, not a silent note
+    assert result.rc == 2, result
+    assert "HVD_SELECTOR_NVML_REPLAY=" in result.err
     with pytest.raises(InputError):
         from selector_backend.detect.nvml_replay import ReplayNvml
 

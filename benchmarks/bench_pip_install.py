@@ -1,0 +1,228 @@
+"""``pip install hvd-selector`` through the selector (prebuilt found) vs ``pip install <that wheel>``.
+
+Both sides run in the same session, interleaved, each in a fresh virtual
+environment that already holds the runtime dependencies (so only the
+hvd-selector step is timed), with pip's caches off. The selector side is the
+real path: stock pip fetches the sdist from a loopback variant index, builds
+an isolated build environment (packaging, archspec), runs the backend's hooks
+(detect, read the index, rank, download + verify, hand the wheel over) and
+installs. The script also times those pieces on their own, so the report says
+where the overhead goes. Results: benchmarks/results/pip_install.json.
+
+    python benchmarks/bench_pip_install.py --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import venv
+from functools import partial
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+DEPS = ("numpy", "archspec", "packaging", "nvidia-ml-py")
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HVD_SELECTOR", "PIP_", "VIRTUAL_ENV"))}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, env=env or clean_env())
+    return time.perf_counter() - start
+
+
+def fresh_venv(path: Path, wheelhouse: Path) -> Path:
+    if path.exists():
+        shutil.rmtree(path)
+    venv.EnvBuilder(with_pip=True).create(path)
+    py = path / "bin" / "python"
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheelhouse), *DEPS],
+        check=True,
+        env=clean_env(),
+    )
+    return py
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--wheel", type=Path, help="a variant wheel to publish (default: build the best one)")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "pip_install.json")
+    args = parser.parse_args()
+
+    from selector_backend.catalog import load_catalog
+    from selector_backend.detect import detect_host
+    from selector_backend.policy import parse_selector
+    from selector_backend.publish import publish
+    from selector_backend.resolve import ideal_variant
+    from selector_backend.variant import format_variant
+
+    work = Path(tempfile.mkdtemp(prefix="bench-pip-"))
+    catalog = load_catalog()
+    variant = ideal_variant(detect_host(), catalog, parse_selector("cpu", catalog))
+    wheel = args.wheel
+    if wheel is None:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                str(REPO),
+                "--no-deps",
+                "--no-build-isolation",
+                "-q",
+                "-w",
+                str(work / "wheel"),
+                "-C",
+                f"variant={format_variant(variant)}",
+            ],
+            check=True,
+        )
+        (wheel,) = (work / "wheel").glob("*.whl")
+    wheelhouse = work / "wheelhouse"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--only-binary=:all:",
+            "-d",
+            str(wheelhouse),
+            *DEPS,
+            "setuptools",
+        ],
+        check=True,
+    )
+
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(work / "index"))
+    handler.log_message = lambda *a: None  # type: ignore[method-assign]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    url = f"http://127.0.0.1:{server.server_address[1]}/simple"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--sdist",
+            "--no-isolation",
+            "-o",
+            str(work / "sdist"),
+            "-C",
+            f"index-url={url}",
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    publish([wheel], work / "index", catalog, sdists=list((work / "sdist").glob("*.tar.gz")), progress=False)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    selector_cmd = [
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-cache-dir",
+        "--find-links",
+        str(wheelhouse),
+        "--extra-index-url",
+        url,
+        "hvd-selector",
+    ]
+    plain_cmd = ["-m", "pip", "install", "--no-deps", "--no-cache-dir", str(wheel)]
+    selector_times, plain_times, env_times, hook_times = [], [], [], []
+    hooks = (
+        "import time, os; os.chdir({src!r}); t=time.perf_counter(); from selector_backend import backend; "
+        "backend.get_requires_for_build_wheel(); backend.prepare_metadata_for_build_wheel({md!r}); "
+        "backend.build_wheel({wd!r}); print(time.perf_counter()-t)"
+    )
+    src = work / "src"
+    shutil.unpack_archive(next((work / "sdist").glob("*.tar.gz")), src)
+    (src_dir,) = src.iterdir()
+    for round_ in range(args.rounds):
+        for side in ("selector", "plain") if round_ % 2 == 0 else ("plain", "selector"):
+            py = fresh_venv(work / "venv", wheelhouse)
+            if side == "selector":
+                selector_times.append(timed([str(py), *selector_cmd]))
+            else:
+                plain_times.append(timed([str(py), *plain_cmd]))
+        # the pieces of the overhead: an isolated build env with the build requirements, and the hooks
+        target = work / "buildenv"
+        shutil.rmtree(target, ignore_errors=True)
+        env_times.append(
+            timed(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--no-cache-dir",
+                    "--target",
+                    str(target),
+                    "--find-links",
+                    str(wheelhouse),
+                    "packaging",
+                    "archspec",
+                ]
+            )
+        )
+        for d in ("md", "wd"):
+            shutil.rmtree(work / d, ignore_errors=True)
+            (work / d).mkdir()
+        env = clean_env()
+        env["HVD_SELECTOR_CACHE_DIR"] = str(work / f"hookcache{round_}")
+        out = subprocess.run(
+            [sys.executable, "-c", hooks.format(src=str(src_dir), md=str(work / "md"), wd=str(work / "wd"))],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        hook_times.append(float(out.stdout.strip().splitlines()[-1]))
+    server.shutdown()
+    med = statistics.median
+    result = {
+        "benchmark": "pip install hvd-selector via the selector backend (prebuilt found) vs pip install <same wheel>",
+        "command": f"python benchmarks/bench_pip_install.py --rounds {args.rounds}",
+        "variant": format_variant(variant),
+        "rounds": args.rounds,
+        "selector_median_s": med(selector_times),
+        "plain_wheel_median_s": med(plain_times),
+        "ratio": med(selector_times) / med(plain_times),
+        "overhead_s": med(selector_times) - med(plain_times),
+        "breakdown_median_s": {
+            "isolated_build_env_packaging_archspec": med(env_times),
+            "backend_hooks_detect_resolve_fetch_verify_copy": med(hook_times),
+        },
+        "samples_s": {"selector": selector_times, "plain": plain_times, "build_env": env_times, "hooks": hook_times},
+        "loadavg_1m": os.getloadavg()[0],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "samples_s"}, indent=2))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

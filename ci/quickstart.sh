@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# README main job on a fresh machine: install what building needs, then build a local
+# variant index for this machine, install from it with stock pip, run a 2-rank allreduce.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash .ci/install-deps
+exec python3 ci/quickstart.py "$@"

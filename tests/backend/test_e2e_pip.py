@@ -1,0 +1,169 @@
+"""``pip install hvd-selector`` end to end: stock pip and uv, fresh venvs, a real loopback index.
+
+Marked slow: the session fixture builds three real variant wheels.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import VariantIndex, build_info, clean_env, copy_index, make_venv, pip_install, run
+from .http_fixtures import serve
+
+pytestmark = pytest.mark.slow
+
+ALLREDUCE = """
+import numpy as np, hvd_selector as hvd
+hvd.init()
+out = hvd.allreduce(np.arange(8, dtype=np.float32) * (hvd.rank() + 1), op=hvd.Sum)
+expected = np.arange(8, dtype=np.float32) * sum(r + 1 for r in range(hvd.size()))
+assert np.array_equal(out, expected), out
+print(f"rank {hvd.rank()} of {hvd.size()} ok")
+hvd.shutdown()
+"""
+
+
+def test_pip_installs_the_best_variant_for_this_machine(variant_index: VariantIndex, tmp_path: Path) -> None:
+    import archspec.cpu
+
+    if archspec.cpu.host().generic.name != "x86_64_v4":
+        pytest.skip("this test's expectation is for an x86_64_v4 machine")
+    bindir = make_venv(tmp_path / "venv")
+    proc = pip_install(bindir, variant_index)
+    assert "hvd-selector: selected prebuilt target=x86_64_v4" in proc.stdout + proc.stderr
+    info = build_info(bindir)
+    assert info["target"] == "x86_64_v4" and info["tensor_ops"] == "gloo"
+    # a 2-rank allreduce from the installed package, through its own launcher
+    script = tmp_path / "allreduce.py"
+    script.write_text(ALLREDUCE)
+    ran = run(
+        [str(bindir / "hvd-selector"), "run", "-np", "2", str(bindir / "python"), str(script)],
+        env=clean_env(),
+        timeout=120,
+    )
+    assert "rank 0 of 2 ok" in ran.stdout and "rank 1 of 2 ok" in ran.stdout
+    doctor = run([str(bindir / "hvd-selector"), "doctor"], env=clean_env())
+    assert "ok: the installed build runs on this machine" in doctor.stdout
+
+
+def test_target_override_installs_the_v3_build(variant_index: VariantIndex, tmp_path: Path) -> None:
+    bindir = make_venv(tmp_path / "venv")
+    env = clean_env(HVD_SELECTOR_TARGET="x86_64_v3")
+    pip_install(bindir, variant_index, env=env)
+    assert build_info(bindir, env)["target"] == "x86_64_v3"
+
+
+def test_host_profile_override_installs_the_baseline_build(variant_index: VariantIndex, tmp_path: Path) -> None:
+    profile = tmp_path / "host.json"
+    profile.write_text(
+        '{"platform": "linux", "machine": "x86_64", "libc": "glibc 2.36", "python": "cp311",'
+        ' "cpu": {"microarch": "nehalem"}}'
+    )
+    bindir = make_venv(tmp_path / "venv")
+    pip_install(bindir, variant_index, "-C", f"host-profile={profile}")
+    assert build_info(bindir)["target"] == "x86_64"
+
+
+def test_uv_gets_the_same_variant(variant_index: VariantIndex, tmp_path: Path) -> None:
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed")
+    env = clean_env(UV_NO_CACHE="1")
+    run([uv, "venv", "-q", str(tmp_path / "venv")], env=env)
+    bindir = tmp_path / "venv" / "bin"
+    run(
+        [
+            uv,
+            "pip",
+            "install",
+            "--python",
+            str(bindir / "python"),
+            "--find-links",
+            str(variant_index.wheelhouse),
+            "--extra-index-url",
+            variant_index.url,
+            "hvd-selector",
+        ],
+        env=env,
+        timeout=900,
+    )
+    pip_bindir = make_venv(tmp_path / "pip-venv")
+    pip_install(pip_bindir, variant_index)
+    assert build_info(bindir)["variant"] == build_info(pip_bindir)["variant"]
+
+
+def test_tampered_wheel_fails_closed(variant_index: VariantIndex, tmp_path: Path) -> None:
+    bindir = make_venv(tmp_path / "venv")
+    cache = tmp_path / "cache"
+    path = variant_index.published_path("x86_64_v4")
+    variant_index.server.queue(path, "tamper")
+    try:
+        proc = pip_install(
+            bindir,
+            variant_index,
+            env=clean_env(HVD_SELECTOR_CACHE_DIR=str(cache), HVD_SELECTOR_TARGET="x86_64_v4"),
+            check=False,
+        )
+    finally:
+        variant_index.server.plan.clear()
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "sha256 mismatch" in output and "nothing was installed or cached" in output
+    assert "Traceback" not in output
+    shown = subprocess.run([str(bindir / "python"), "-m", "pip", "show", "hvd-selector"], capture_output=True)
+    assert shown.returncode != 0
+    assert [p for p in cache.rglob("*.whl")] == []
+
+
+def test_flaky_server_is_retried(variant_index: VariantIndex, tmp_path: Path) -> None:
+    bindir = make_venv(tmp_path / "venv")
+    variant_index.server.queue("/simple/hvd-selector/", "500")
+    variant_index.server.queue(variant_index.published_path("x86_64_v3"), "cut", "500")
+    env = clean_env(HVD_SELECTOR_TARGET="x86_64_v3", HVD_SELECTOR_CACHE_DIR=str(tmp_path / "cache"))
+    pip_install(bindir, variant_index, env=env)
+    assert build_info(bindir, env)["target"] == "x86_64_v3"
+    cached = list((tmp_path / "cache").rglob("*.whl"))
+    assert len(cached) == 1 and not list((tmp_path / "cache").rglob("*.part"))
+
+
+def test_eight_concurrent_installs_share_one_cache(variant_index: VariantIndex, tmp_path: Path) -> None:
+    cache = tmp_path / "shared-cache"
+    env = clean_env(HVD_SELECTOR_CACHE_DIR=str(cache), HVD_SELECTOR_TARGET="x86_64")
+    bindirs = [make_venv(tmp_path / f"venv{i}") for i in range(8)]
+    path = variant_index.published_path("x86_64")
+    before = variant_index.server.count(path)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda b: pip_install(b, variant_index, env=env, check=False), bindirs))
+    failures = [r for r in results if r.returncode]
+    assert not failures, failures[0].stderr[-3000:]
+    assert {str(build_info(b, env)["target"]) for b in bindirs} == {"x86_64"}
+    assert variant_index.server.count(path) - before == 1  # one download; seven waited on the lock
+    assert len(list(cache.rglob("*.whl"))) == 1
+
+
+def test_no_compatible_variant_builds_the_exact_variant(variant_index: VariantIndex, tmp_path: Path) -> None:
+    only_v4 = copy_index(variant_index, tmp_path / "index-v4", ("x86_64_v4",))
+    with serve(only_v4) as server:
+        bindir = make_venv(tmp_path / "venv")
+        env = clean_env(HVD_SELECTOR_TARGET="x86_64_v3")
+        proc = pip_install(bindir, variant_index, "-C", f"index-url={server.url}/simple", env=env)
+    output = proc.stdout + proc.stderr
+    assert "source build of target=x86_64_v3 cuda=none cuda_arch=none tensor_ops=gloo" in output
+    assert "none of the 1 prebuilt variants fits" in output
+    info = build_info(bindir, env)
+    assert info["target"] == "x86_64_v3"
+    record = run(
+        [
+            str(bindir / "python"),
+            "-c",
+            "import importlib.metadata as m; "
+            "print([str(f) for f in m.files('hvd-selector') if f.name == 'variant.json'])",
+        ],
+        env=env,
+    )
+    assert ".dist-info/variant.json" in record.stdout
