@@ -24,8 +24,8 @@ class Backend {
 
   // Every rank contributes `bytes`; out holds size() * bytes in rank order.
   virtual void allgather(const void* in, void* out, size_t bytes) = 0;
-  // In-place reduction of `count` elements with the core's kernels' semantics.
-  virtual void allreduce(void* buf, size_t count, hvd_dtype dtype, hvd_op op) = 0;
+  // Reduce `count` elements of `in` (nullptr: in place) into `buf`.
+  virtual void allreduce(const void* in, void* buf, size_t count, hvd_dtype dtype, hvd_op op) = 0;
   // Rank r contributes bytes[r]; out is the concatenation.
   virtual void allgatherv(const void* in, void* out, const std::vector<size_t>& bytes) = 0;
   virtual void broadcast(void* buf, size_t bytes, int root) = 0;

@@ -71,11 +71,12 @@ void reduce_chunk(const hvd_tensor* in, hvd_tensor* out, size_t begin, size_t en
 
   if (end - begin == 1) {  // alone: no packing
     size_t n = static_cast<size_t>(num_elements(in[begin]));
-    if (prescale != 1.0)
+    const void* src = in[begin].data;
+    if (prescale != 1.0) {
       kernels::scale(dtype, out[begin].data, in[begin].data, n, prescale);
-    else if (out[begin].data != in[begin].data)
-      std::memcpy(out[begin].data, in[begin].data, n * esize);
-    reduce_agreed(d, out[begin].data, n, dtype, op);
+      src = nullptr;
+    }
+    reduce_agreed(d, src, out[begin].data, n, dtype, op);
     if (post != 1.0) kernels::scale(dtype, out[begin].data, out[begin].data, n, post);
     return;
   }
@@ -90,7 +91,7 @@ void reduce_chunk(const hvd_tensor* in, hvd_tensor* out, size_t begin, size_t en
       std::memcpy(buf + offset, in[i].data, n * esize);
     offset += n * esize;
   }
-  reduce_agreed(d, buf, total, dtype, op);
+  reduce_agreed(d, nullptr, buf, total, dtype, op);
   offset = 0;
   for (size_t i = begin; i < end; ++i) {
     size_t n = static_cast<size_t>(num_elements(in[i]));

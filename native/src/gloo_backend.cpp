@@ -3,7 +3,6 @@
 // target-compiled kernels as Gloo's reduction function.
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
-#include <gloo/allreduce.h>
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -126,21 +125,25 @@ class GlooBackend : public Backend {
     });
   }
 
-  void allreduce(void* buf, size_t count, hvd_dtype dtype, hvd_op op) override {
+  // Reduce-scatter with one alltoallv (rank r receives everybody's chunk r),
+  // a local reduction in rank order with the target-compiled kernels, then an
+  // allgatherv of the reduced chunks. Bandwidth-optimal like a ring, two
+  // collectives regardless of size, and measurably faster here than this
+  // Gloo release's own gloo::allreduce (see docs/reference/native.md).
+  void allreduce(const void* in, void* buf, size_t count, hvd_dtype dtype, hvd_op op) override {
     if (count == 0) return;
-    guarded("allreduce", [&] {
-      gloo::AllreduceOptions opts(context_);
-      switch (dtype_size(dtype)) {
-        case 2: opts.setOutput(static_cast<uint16_t*>(buf), count); break;
-        case 4: opts.setOutput(static_cast<uint32_t*>(buf), count); break;
-        default: opts.setOutput(static_cast<uint64_t*>(buf), count); break;
-      }
-      opts.setReduceFunction([dtype, op](void* dst, const void* a, const void* b, size_t n) {
-        kernels::reduce(dtype, op, dst, a, b, n);
-      });
-      opts.setTimeout(timeout_);
-      gloo::allreduce(opts);
-    });
+    const size_t esize = dtype_size(dtype);
+    const size_t p = static_cast<size_t>(size_);
+    std::vector<size_t> begin(p + 1);
+    for (size_t i = 0; i <= p; ++i) begin[i] = count * i / p;
+    const size_t mine = begin[rank_ + 1] - begin[rank_];
+    std::vector<size_t> send(p), recv(p, mine * esize), chunks(p);
+    for (size_t i = 0; i < p; ++i) chunks[i] = send[i] = (begin[i + 1] - begin[i]) * esize;
+    if (scratch_.size() < p * mine * esize) scratch_.resize(p * mine * esize);
+    unsigned char* s = scratch_.data();
+    alltoallv(in ? in : buf, send, s, recv);
+    for (size_t r = 1; r < p; ++r) kernels::reduce(dtype, op, s, s, s + r * mine * esize, mine);
+    allgatherv(s, buf, chunks);
   }
 
   void allgatherv(const void* in, void* out, const std::vector<size_t>& bytes) override {
@@ -190,6 +193,7 @@ class GlooBackend : public Backend {
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
+  std::vector<unsigned char> scratch_;
 };
 
 }  // namespace

@@ -124,15 +124,17 @@ class MpiBackend : public Backend {
     check(MPI_Allgather(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_), "allgather");
   }
 
-  void allreduce(void* buf, size_t count, hvd_dtype dtype, hvd_op op) override {
+  void allreduce(const void* in, void* buf, size_t count, hvd_dtype dtype, hvd_op op) override {
     MPI_Op mop = dtype == HVD_FLOAT16 ? f16_ops_[op] : dtype == HVD_BFLOAT16 ? bf16_ops_[op] : builtin_op(op);
     char* p = static_cast<char*>(buf);
     const size_t chunk = static_cast<size_t>(1) << 30;
     for (size_t done = 0; done < count; done += chunk) {
       size_t n = std::min(chunk, count - done);
-      check(MPI_Allreduce(MPI_IN_PLACE, p + done * dtype_size(dtype), static_cast<int>(n), mpi_type(dtype),
-                          mop, comm_),
-            "allreduce");
+      const void* src =
+          in && in != buf ? static_cast<const char*>(in) + done * dtype_size(dtype) : MPI_IN_PLACE;
+      check(
+          MPI_Allreduce(src, p + done * dtype_size(dtype), static_cast<int>(n), mpi_type(dtype), mop, comm_),
+          "allreduce");
     }
   }
 

@@ -35,16 +35,22 @@ double post_factor(hvd_op op, double postscale, int size) {
 
 }  // namespace
 
-void reduce_agreed(const Descriptor& mine, void* buf, size_t count, hvd_dtype dtype, hvd_op op) {
+void reduce_agreed(const Descriptor& mine, const void* in, void* buf, size_t count, hvd_dtype dtype,
+                   hvd_op op) {
   Backend& b = backend();
   size_t bytes = count * dtype_size(dtype);
+  const void* src = in ? in : buf;
   if (bytes > kInlineBytes || b.size() == 1) {
     agree(mine, false);
-    b.allreduce(buf, count, dtype, op);
+    if (b.size() == 1) {
+      if (src != buf) std::memcpy(buf, src, bytes);
+      return;
+    }
+    b.allreduce(src, buf, count, dtype, op);
     return;
   }
   std::vector<unsigned char> payloads;
-  agree(mine, false, buf, bytes, &payloads);
+  agree(mine, false, src, bytes, &payloads);
   std::memcpy(buf, payloads.data(), bytes);
   for (int r = 1; r < b.size(); ++r)
     kernels::reduce(dtype, op, buf, buf, payloads.data() + r * kInlineBytes, count);
@@ -75,11 +81,12 @@ hvd_status hvd_allreduce(const hvd_tensor* in, hvd_tensor* out, hvd_op op, doubl
       gpu::check(p, p.synchronize(nullptr), "allreduce");
       return;
     }
-    if (prescale != 1.0)
+    const void* src = in->data;  // reduced straight from the input unless prescaled
+    if (prescale != 1.0) {
       kernels::scale(in->dtype, out->data, in->data, count, prescale);
-    else if (out->data != in->data)
-      std::memcpy(out->data, in->data, count * dtype_size(in->dtype));
-    reduce_agreed(d, out->data, count, in->dtype, op);
+      src = nullptr;
+    }
+    reduce_agreed(d, src, out->data, count, in->dtype, op);
     if (post != 1.0) kernels::scale(in->dtype, out->data, out->data, count, post);
   });
 }

@@ -68,7 +68,8 @@ std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const
 // Agree on `mine`, then allreduce `count` elements in buf (CPU). Payloads of
 // at most kInlineBytes ride in the agreement round and are reduced locally
 // in rank order (one network round instead of two, identical on every rank).
-void reduce_agreed(const Descriptor& mine, void* buf, size_t count, hvd_dtype dtype, hvd_op op);
+void reduce_agreed(const Descriptor& mine, const void* in, void* buf, size_t count, hvd_dtype dtype,
+                   hvd_op op);
 
 // Validates a local tensor argument (dtype, dims, device).
 void check_tensor(const hvd_tensor* t, const char* what);

@@ -9,7 +9,7 @@ from pathlib import Path
 import cases
 import numpy as np
 import pytest
-from conftest import Build, launch
+from native_builds import Build, launch
 
 pytestmark = pytest.mark.slow
 

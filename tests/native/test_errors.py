@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Build, launch
+from native_builds import Build, launch
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Build, python
+from native_builds import REPO, Build, python
 
 PROBE = (
     "import sys\ntry:\n import hvd_selector\nexcept ImportError as e:\n print('IMPORTERROR', e)\n"

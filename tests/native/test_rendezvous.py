@@ -76,7 +76,7 @@ def test_tampered_message_is_refused(server: StoreServer) -> None:
 
 def test_wrong_secret_through_init(gloo_build, tmp_path: Path) -> None:
     """A rank with the wrong secret gets a one-line RendezvousError from init()."""
-    from conftest import python
+    from native_builds import python
 
     srv = StoreServer(b"s" * 32).start()
     try:
@@ -99,7 +99,7 @@ def test_wrong_secret_through_init(gloo_build, tmp_path: Path) -> None:
 
 
 def test_missing_rank_times_out_in_init(gloo_build, tmp_path: Path) -> None:
-    from conftest import python
+    from native_builds import python
 
     srv = StoreServer(b"s" * 32).start()
     try:

@@ -1,0 +1,169 @@
+"""Build each native variant at most once per source state (tests and benchmarks).
+
+Builds live under build/test-variants/<name>-<hash>/ keyed by a hash of
+everything that goes into the compiled core (CMakeLists.txt, native/, the
+catalog and the selector modules CMake calls), so a second test session
+reuses them. The Python files of hvd_selector are copied fresh every session
+(they are not compiled). Workers get PYTHONPATH=<stage>:<repo>.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+VARIANTS_DIR = REPO / "build" / "test-variants"
+WORKERS = Path(__file__).resolve().parent / "workers"
+HASHED = ["CMakeLists.txt"]
+AXES = {
+    "HVD_TARGET": "target",
+    "HVD_CUDA": "cuda",
+    "HVD_CUDA_ARCH": "cuda_arch",
+    "HVD_TENSOR_OPS": "tensor_ops",
+    "HVD_CONTROLLERS": "controllers",
+    "HVD_FRAMEWORKS": "frameworks",
+}
+
+
+@dataclass(frozen=True)
+class Build:
+    name: str
+    stage: Path
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(self.stage), str(REPO)])
+        env.setdefault("HVD_SELECTOR_TIMEOUT", "20")
+        env.pop("HVD_SELECTOR_TARGET", None)
+        env.update(extra)
+        return env
+
+
+def _variant_config(defines: dict[str, str]) -> bytes:
+    """What cmake-config generates for these defines (flags, variant.json): the
+    selector's part of the build, hashed by its output so unrelated edits in
+    selector_backend/ do not trigger rebuilds."""
+    import tempfile
+
+    version = subprocess.run(["c++", "-dumpfullversion"], capture_output=True, text=True).stdout.strip()
+    defaults = {"HVD_CUDA": "none", "HVD_CUDA_ARCH": "none", "HVD_FRAMEWORKS": "pytorch"}
+    assignments = [f"{axis}={defines.get(var, defaults.get(var, ''))}" for var, axis in AXES.items()]
+    with tempfile.TemporaryDirectory() as tmp:
+        out, vj = Path(tmp) / "v.cmake", Path(tmp) / "variant.json"
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "selector_backend",
+                "cmake-config",
+                *assignments,
+                "--out",
+                str(out),
+                "--variant-json",
+                str(vj),
+                "--compiler-id",
+                "GNU",
+                "--compiler-version",
+                version,
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode:
+            return proc.stderr.encode()
+        text = out.read_text().replace(str(vj), "")
+        return text.encode() + vj.read_bytes()
+
+
+def source_hash(defines: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    h.update(_variant_config(defines))
+    files = [REPO / p for p in HASHED]
+    files += sorted(
+        p for p in (REPO / "native").rglob("*") if p.is_file() and "nccl" not in p.relative_to(REPO / "native").parts
+    )
+    for path in files:
+        h.update(str(path.relative_to(REPO)).encode())
+        h.update(path.read_bytes() if path.exists() else b"<missing>")
+    for key in sorted(defines):
+        h.update(f"{key}={defines[key]}".encode())
+    return h.hexdigest()[:12]
+
+
+def build_variant(name: str, defines: dict[str, str]) -> Build:
+    """Configure, build and install one variant (or reuse it), then refresh the Python files."""
+    VARIANTS_DIR.mkdir(parents=True, exist_ok=True)
+    root = VARIANTS_DIR / f"{name}-{source_hash(defines)}"
+    stage = root / "stage"
+    with open(VARIANTS_DIR / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "done").exists():
+            shutil.rmtree(root, ignore_errors=True)
+            args = [
+                "cmake",
+                "-S",
+                str(REPO),
+                "-B",
+                str(root / "build"),
+                "-G",
+                "Ninja",
+                f"-DPython_EXECUTABLE={sys.executable}",
+            ] + [f"-D{k}={v}" for k, v in defines.items()]
+            for cmd in (
+                args,
+                ["cmake", "--build", str(root / "build")],
+                ["cmake", "--install", str(root / "build"), "--prefix", str(stage)],
+            ):
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                if proc.returncode:
+                    raise RuntimeError(
+                        f"building {name} failed: {' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+                    )
+            (root / "done").write_text("ok\n")
+        for py in (REPO / "hvd_selector").glob("*.py"):
+            shutil.copy2(py, stage / "hvd_selector" / py.name)
+    return Build(name, stage)
+
+
+GLOO = {"HVD_TARGET": "x86_64_v3", "HVD_TENSOR_OPS": "gloo", "HVD_CONTROLLERS": "gloo"}
+
+
+def mpi_defines(impl: str) -> dict[str, str]:
+    return {
+        "HVD_TARGET": "x86_64_v3",
+        "HVD_TENSOR_OPS": "mpi",
+        "HVD_CONTROLLERS": "mpi",
+        "MPI_C_COMPILER": f"/usr/bin/mpicc.{impl}",
+    }
+
+
+def launch(
+    build: Build, np_: int, script: str, *args: str, cwd: Path, timeout: float = 180, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """hvd-selector run -np N python workers/<script> args... (output captured)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "selector_backend",
+        "run",
+        "-np",
+        str(np_),
+        sys.executable,
+        str(WORKERS / script),
+        *args,
+    ]
+    return subprocess.run(cmd, cwd=cwd, env=build.env(**env), capture_output=True, text=True, timeout=timeout)
+
+
+def python(build: Build, code: str, cwd: Path, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=build.env(**env), capture_output=True, text=True, timeout=timeout
+    )
