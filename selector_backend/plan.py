@@ -42,9 +42,13 @@ MODES = ("exact", "matrix")
 
 
 def quality(variant: Variant, catalog: Catalog, host: HostProfile) -> tuple[Any, ...]:
-    """The resolver's rank key without the size and order tie-breaks."""
+    """The resolver's rank key without the size and order tie-breaks.
+
+    ``rank_key`` ends with (arch-list length, controllers, source order); the
+    first and last of those say nothing about how well the build runs.
+    """
     key = resolve.rank_key(resolve.Candidate(variant), catalog, host)
-    return key[:5] + key[6:7]
+    return (*key[:-3], key[-2])
 
 
 def runs_on(variant: Variant, catalog: Catalog, host: HostProfile, selector: Selector) -> bool:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from selector_backend import plan as planning
+from selector_backend import resolve
 from selector_backend.catalog import load_catalog
 from selector_backend.cli import main
 from selector_backend.policy import parse_selector
@@ -125,3 +126,28 @@ def test_bad_fleets_and_plans_are_one_line_errors(tmp_path: Path, capsys: pytest
     wrong.write_text('{"variants": [{"variant": {"target": "x86_64_v9"}}]}')
     assert main(["matrix", "--plan", str(wrong)]) == 2
     assert "variants[0]: unknown value 'x86_64_v9'" in capsys.readouterr().err
+
+
+def test_quality_ignores_only_arch_list_size_and_order() -> None:
+    """Guards plan.quality's reading of resolve.rank_key's last three components."""
+    catalog = load_catalog()
+    fleet = dict(planning.load_fleet(FLEET))
+    a100 = fleet["a100-node"]
+    thin = catalog.parse_variant(
+        "target=x86_64_v3 cuda=13 cuda_arch=80 tensor_ops=nccl controllers=gloo", fill_defaults=True
+    )
+    wide = catalog.parse_variant(
+        "target=x86_64_v3 cuda=13 cuda_arch=80,90 tensor_ops=nccl controllers=gloo", fill_defaults=True
+    )
+    v4 = catalog.parse_variant(
+        "target=x86_64_v4 cuda=13 cuda_arch=80 tensor_ops=nccl controllers=gloo", fill_defaults=True
+    )
+    assert planning.quality(thin, catalog, a100) == planning.quality(wide, catalog, a100)
+    assert resolve.rank_key(resolve.Candidate(thin), catalog, a100) < resolve.rank_key(
+        resolve.Candidate(wide), catalog, a100
+    )
+    login = fleet["cpu-login"]  # icelake: x86_64_v4 is better than x86_64_v3 there
+    cpu3 = catalog.parse_variant("target=x86_64_v3 tensor_ops=gloo controllers=gloo", fill_defaults=True)
+    cpu4 = catalog.parse_variant("target=x86_64_v4 tensor_ops=gloo controllers=gloo", fill_defaults=True)
+    assert planning.quality(cpu4, catalog, login) < planning.quality(cpu3, catalog, login)
+    assert planning.quality(v4, catalog, a100) != planning.quality(thin, catalog, a100)
