@@ -23,6 +23,7 @@ from selector_backend import targets
 from selector_backend.catalog import load_catalog
 from selector_backend.cli import main
 from selector_backend.cmake_config import cmake_defines
+from selector_backend.settings import load_settings
 from selector_backend.spack.package_py import (
     Directive,
     check_package,
@@ -269,6 +270,10 @@ def test_build_environment_gives_cmake_defines_of_every_prebuilt_variant(package
         parsed = catalog.parse_variant(env.values["HVD_SELECTOR_VARIANT"])
         assert cmake_defines(parsed, catalog) == want
         assert env.values["HVD_SELECTOR_BUILD_POLICY"] == "always-build"
+        # the backend's own settings loader accepts what the package sets
+        settings = load_settings(environ={k: v for k, v in env.values.items() if k.startswith("HVD_SELECTOR_")})
+        assert settings.get("build-policy") == "always-build" and settings.get("offline") is True
+        assert catalog.parse_variant(settings.get("variant")) == parsed
 
 
 def test_generated_file_is_ruff_clean():
