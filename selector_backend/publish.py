@@ -112,7 +112,7 @@ class Progress:
             width = 24
             filled = width * self.done // max(self.total, 1)
             self.stream.write(
-                f"\r{self.what} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {item[:48]:<48}"
+                f"\r{self.what} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {item[-48:]:<48}"
             )
             if self.done == self.total:
                 self.stream.write("\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--publish-only {args.publish_only}: not a directory")
         # Recursive: CI downloads each job's artifact into its own folder, because
         # every variant's wheel has the same standard file name.
-        wheels = sorted(args.publish_only.rglob("*.whl"))
-        sdists = sorted(args.publish_only.rglob("*.tar.gz")) + list(args.sdist)
+        wheels = _files(args.publish_only, "*.whl")
+        sdists = _files(args.publish_only, "*.tar.gz") + list(args.sdist)
         if not wheels:
             raise InputError(f"--publish-only {args.publish_only}: no wheels there")
         done = publish.publish(wheels, args.index, catalog, sdists=sdists)
@@ -122,22 +123,32 @@ def run(args: argparse.Namespace) -> int:
     source = args.source or Path(__file__).resolve().parents[2]
     bar = publish.Progress(len(todo), "building")
     built = []
-    for job, _ in todo:
-        # One folder per variant: every variant's wheel has the same standard name.
-        raw = publish.build_one(
-            job.variant, args.wheelhouse / "raw" / job.label, source_dir=source, catalog=catalog, isolated=args.isolated
-        )
-        wheel = (
-            raw
-            if args.no_repair
-            else publish.repair(raw, args.wheelhouse / job.label, job.auditwheel_excludes, job.isa_check)
-        )
-        publish.check_built(wheel, job.variant, catalog)
-        built.append(wheel)
-        bar.step(job.name)
+    with tempfile.TemporaryDirectory(prefix="hvd-raw-") as raw_root:
+        for job, _ in todo:
+            # One folder per variant: every variant's wheel has the same standard name.
+            final = args.wheelhouse / job.label
+            if args.no_repair:
+                wheel = publish.build_one(
+                    job.variant, final, source_dir=source, catalog=catalog, isolated=args.isolated
+                )
+            else:
+                raw = publish.build_one(
+                    job.variant, Path(raw_root) / job.label, source_dir=source, catalog=catalog, isolated=args.isolated
+                )
+                wheel = publish.repair(raw, final, job.auditwheel_excludes, job.isa_check)
+            publish.check_built(wheel, job.variant, catalog)
+            built.append(wheel)
+            bar.step(job.name)
     done = publish.publish(built, args.index, catalog, sdists=args.sdist)
     _report(done, args.index, publish.normalize(catalog.name))
     return 0
+
+
+def _files(folder: Path, pattern: str) -> list[Path]:
+    """Files below ``folder`` (recursive), skipping hidden folders such as work dirs."""
+    return sorted(
+        p for p in folder.rglob(pattern) if not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
 
 
 def _report(done: Published, index: Path, project: str) -> None:

@@ -236,6 +236,8 @@ def test_builder_builds_repairs_and_publishes_a_reduced_matrix(
     assert main(args) == 0
     out = capsys.readouterr()
     assert "lists 3 files (2 new)" in out.out
+    kept = sorted(p.name for p in house.rglob("*.whl"))
+    assert len(kept) == 2 and all("manylinux_" in name for name in kept), "only repaired wheels are kept"
     entries = assert_consistent(site, catalog)
     assert {e.variant for e in entries} == {catalog.parse_variant(CPU), catalog.parse_variant(MPI)}
     for entry in entries:
