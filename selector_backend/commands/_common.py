@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from ..catalog import Catalog
     from ..host import HostProfile
+    from ..policy import Selector
     from ..settings import Settings
 
 
@@ -55,6 +56,25 @@ def catalog_from_args(args: argparse.Namespace) -> Catalog:
     from ..catalog import load_catalog
 
     return load_catalog(getattr(args, "catalog", None))
+
+
+class Context(NamedTuple):
+    """What every resolving command needs, built in the order errors should surface."""
+
+    settings: Settings
+    catalog: Catalog
+    selector: Selector
+    host: HostProfile
+
+
+def resolution_context(args: argparse.Namespace) -> Context:
+    """Settings, catalog and selector (bad input fails before detection runs), then the host."""
+    from ..policy import parse_selector
+
+    settings = settings_from_args(args)
+    catalog = catalog_from_args(args)
+    selector = parse_selector(settings.selector, catalog)
+    return Context(settings, catalog, selector, host_from_settings(settings))
 
 
 def host_from_settings(settings: Settings) -> HostProfile:

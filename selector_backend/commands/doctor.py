@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ._common import add_resolution_arguments, catalog_from_args, host_from_settings, settings_from_args
+from ._common import add_resolution_arguments, resolution_context
 
 NAME = "doctor"
 HELP = "check the installed hvd-selector build against this machine; print the command that fixes a mismatch"
@@ -43,12 +43,10 @@ def installed_variant_json() -> Path | None:
 def run(args: argparse.Namespace) -> int:
     from .. import compat, variant_json
     from ..errors import EXIT_NOTHING_FITS, InputError
-    from ..policy import parse_selector
     from ..resolve import ideal_variant
     from ..variant import format_variant
 
-    settings = settings_from_args(args)
-    catalog = catalog_from_args(args)
+    _, catalog, selector, host = resolution_context(args)
     path = args.variant_json or installed_variant_json()
     if path is None:
         raise InputError(
@@ -60,13 +58,12 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     label, installed = variant_json.parse(text, catalog, source=str(path))
-    host = host_from_settings(settings)
     findings = compat.check_variant(installed, catalog, host)
     findings = [f for f in findings if "prebuilt MPI builds use" not in f.reason] + [
         f for f in compat.check_requirements(installed, catalog, host, prebuilt=False) if not f.ok
     ]
     runs = compat.compatible(findings)
-    best = ideal_variant(host, catalog, parse_selector(settings.selector, catalog))
+    best = ideal_variant(host, catalog, selector)
     report: dict[str, Any] = {
         "installed": {"variant": installed.to_json(), "label": label, "variant_json": str(path)},
         "runs_here": runs,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._common import add_resolution_arguments, catalog_from_args, host_from_settings, settings_from_args
+from ._common import add_resolution_arguments, resolution_context
 
 NAME = "horovod-env"
 HELP = "the HOROVOD_* environment for `pip install horovod` from source on this host (or --host-profile)"
@@ -25,12 +25,8 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..horovod import detect_compiler, horovod_env, parse_compiler
-    from ..policy import parse_selector
 
-    settings = settings_from_args(args)
-    catalog = catalog_from_args(args)
-    selector = parse_selector(settings.selector, catalog)
-    host = host_from_settings(settings)
+    settings, catalog, selector, host = resolution_context(args)
     compiler = parse_compiler(args.compiler) if args.compiler else detect_compiler()
     # only this machine's site-packages can hold the wheel of a host we detected here
     search = [] if settings.get("host-profile") else [Path(p) for p in (*site.getsitepackages(), *sys.path) if p]

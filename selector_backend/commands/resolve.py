@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from ._common import add_resolution_arguments, catalog_from_args, host_from_settings, settings_from_args
+from ._common import add_resolution_arguments, resolution_context
 
 if TYPE_CHECKING:
     from ..resolve import Resolution
@@ -34,14 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import NothingFitsError
-    from ..policy import parse_selector
     from ..resolve import resolve
     from ..sources import catalog_matrix
 
-    settings = settings_from_args(args)
-    catalog = catalog_from_args(args)
-    selector = parse_selector(settings.selector, catalog)
-    host = host_from_settings(settings)
+    settings, catalog, selector, host = resolution_context(args)
     urls = [args.index_url] if args.index_url else list(settings.get("index-url"))
     if urls:
         from ..sources import index_candidates

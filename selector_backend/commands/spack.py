@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ._common import add_resolution_arguments, catalog_from_args, host_from_settings, settings_from_args
+from ._common import add_resolution_arguments, resolution_context
 
 NAME = "spack"
 HELP = "Spack interop: the spec for this host, parse a spec, pick from a build cache, package.py"
@@ -60,15 +60,6 @@ def run(args: argparse.Namespace) -> int:
     return handler(args)
 
 
-def _context(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
-    """Settings, catalog, selector and host, as every resolving command builds them."""
-    from ..policy import parse_selector
-
-    settings = settings_from_args(args)
-    catalog = catalog_from_args(args)
-    return settings, catalog, parse_selector(settings.selector, catalog), host_from_settings(settings)
-
-
 def _emit(data: dict[str, Any]) -> None:
     print(json.dumps(data, indent=2))
 
@@ -77,7 +68,7 @@ def _spec(args: argparse.Namespace) -> int:
     from ..resolve import ideal_variant
     from ..spack.mapping import default_version, variant_to_spec
 
-    _, catalog, selector, host = _context(args)
+    _, catalog, selector, host = resolution_context(args)
     variant = ideal_variant(host, catalog, selector)
     package = args.package or catalog.spack_package
     version = args.pkg_version if args.pkg_version is not None else default_version(package, catalog)
@@ -129,7 +120,7 @@ def _pick(args: argparse.Namespace) -> int:
     from ..spack.listing import load_listing
     from ..spack.pick import pick
 
-    _, catalog, selector, host = _context(args)
+    _, catalog, selector, host = resolution_context(args)
     listing = load_listing(args.listing, args.package, catalog.spack_package)
     result = pick(listing, host, catalog, selector, any_os=args.any_os)
     if args.json:
