@@ -86,6 +86,7 @@ def worker(kind: str, out: Path, sizes: list[int], min_seconds: float) -> None:
 
         import hvd_selector as hvd
 
+        torch.set_num_threads(1)  # 2 ranks on 2 cores: no spinning intra-op pool stealing the peer's core
         hvd.init()
         port = int(os.environ["BENCH_TORCH_PORT"])
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=hvd.rank(), world_size=hvd.size())
@@ -155,7 +156,7 @@ def main() -> int:
     results = {}
     for kind, build in builds.items():
         out = RESULTS / f".allreduce-{kind}.json"
-        env = build.env(BENCH_TORCH_PORT="29561", HVD_SELECTOR_TIMEOUT="600")
+        env = build.env(BENCH_TORCH_PORT="29561", HVD_SELECTOR_TIMEOUT="600", OMP_NUM_THREADS="1")
         cmd = [
             sys.executable,
             "-m",
