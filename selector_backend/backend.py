@@ -64,8 +64,11 @@ def _settings(config_settings: ConfigSettings) -> Any:
     return load_settings(dict(config_settings or {}), pyproject=tool)
 
 
-def make_plan(config_settings: ConfigSettings) -> Plan:
-    """Decide prebuilt vs source for this install; fetch nothing but index pages."""
+def make_plan(config_settings: ConfigSettings, *, editable: bool = False) -> Plan:
+    """Decide prebuilt vs source for this install; fetch nothing but index pages.
+
+    Editable installs always build from source (a development checkout).
+    """
     from .build import log
     from .catalog import load_catalog
     from .policy import parse_selector
@@ -84,8 +87,9 @@ def make_plan(config_settings: ConfigSettings) -> Plan:
     selector = parse_selector(settings.selector, catalog)
     host = host_profile_for(settings)
     policy = settings.get("build-policy")
-    if policy == "always-build":
-        return Plan("source", ideal_variant(host, catalog, selector), "build-policy is always-build")
+    if editable or policy == "always-build":
+        why = "an editable install builds from source" if editable else "build-policy is always-build"
+        return Plan("source", ideal_variant(host, catalog, selector), why)
     urls = settings.get("index-url")
     why_not = "no variant index is configured (set index-url)"
     if urls:
@@ -160,7 +164,7 @@ def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> l
     from .build import build_requires
     from .settings import host_profile_for
 
-    plan = _source_plan(config_settings)
+    plan = make_plan(config_settings, editable=True)
     return build_requires(plan.variant, host_profile_for(_settings(config_settings)))
 
 
@@ -214,21 +218,6 @@ def _install_prebuilt(plan: Plan, catalog: Any, wheel_directory: Path, config_se
     return name
 
 
-def _source_plan(config_settings: ConfigSettings) -> Plan:
-    """Editable installs always build from source (a development checkout)."""
-    from .catalog import load_catalog
-    from .policy import parse_selector
-    from .resolve import ideal_variant
-    from .settings import host_profile_for
-
-    settings = _settings(config_settings)
-    catalog = load_catalog()
-    if settings.get("variant"):
-        return Plan("source", catalog.parse_variant(settings.get("variant"), fill_defaults=True), "requested")
-    host = host_profile_for(settings)
-    return Plan("source", ideal_variant(host, catalog, parse_selector(settings.selector, catalog)), "editable")
-
-
 @_clean_errors
 def build_editable(
     wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None
@@ -236,7 +225,7 @@ def build_editable(
     from . import build
     from .catalog import load_catalog
 
-    plan = _source_plan(config_settings)
+    plan = make_plan(config_settings, editable=True)
     _announce(plan)
     return build.build_wheel(plan.variant, load_catalog(), wheel_directory, editable=True)
 

@@ -135,3 +135,13 @@ def test_build_sdist_embeds_the_index_url(tmp_path: Path) -> None:
     assert "[tool.hvd-selector]" in text and 'index-url = ["https://variants.example.org/simple"]' in text
     assert f"{top}/selector_backend/backend.py" in names and f"{top}/variants/catalog.toml" in names
     assert not any("/build/" in n or "__pycache__" in n for n in names)
+
+
+def test_editable_installs_always_build_from_source_even_with_an_index(tmp_path: Path) -> None:
+    (tmp_path / "site").mkdir()
+    with serve(tmp_path / "site") as server:
+        requires = backend.get_requires_for_build_editable({"index-url": f"{server.url}/simple", "mpi": "none"})
+        assert server.count("/simple/hvd-selector/") == 0  # the index is not even read
+    assert requires == list(BASE_BUILD_REQUIRES)
+    plan = backend.make_plan({"mpi": "none", "target": "x86_64_v3"}, editable=True)
+    assert plan.kind == "source" and plan.variant["target"] == "x86_64_v3"
