@@ -75,7 +75,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="bench-pip-"))
     catalog = load_catalog()
-    variant = ideal_variant(detect_host(), catalog, parse_selector("cpu", catalog))
+    variant = ideal_variant(detect_host(), catalog, parse_selector("cpu tensor_ops=gloo", catalog))
     wheel = args.wheel
     if wheel is None:
         subprocess.run(
@@ -113,8 +113,11 @@ def main() -> int:
         check=True,
     )
 
-    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(work / "index"))
-    handler.log_message = lambda *a: None  # type: ignore[method-assign]
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    handler = partial(Quiet, directory=str(work / "index"))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     url = f"http://127.0.0.1:{server.server_address[1]}/simple"
     subprocess.run(
@@ -158,6 +161,16 @@ def main() -> int:
     src = work / "src"
     shutil.unpack_archive(next((work / "sdist").glob("*.tar.gz")), src)
     (src_dir,) = src.iterdir()
+    # the selector side must really take the prebuilt path, or the comparison means nothing
+    probe = subprocess.run(
+        [str(fresh_venv(work / "venv", wheelhouse)), *selector_cmd, "-v"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+    )
+    if "hvd-selector: selected prebuilt" not in probe.stdout + probe.stderr:
+        raise SystemExit("the selector did not pick the published wheel; nothing to compare")
     for round_ in range(args.rounds):
         for side in ("selector", "plain") if round_ % 2 == 0 else ("plain", "selector"):
             py = fresh_venv(work / "venv", wheelhouse)

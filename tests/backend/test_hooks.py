@@ -145,3 +145,24 @@ def test_editable_installs_always_build_from_source_even_with_an_index(tmp_path:
     assert requires == list(BASE_BUILD_REQUIRES)
     plan = backend.make_plan({"mpi": "none", "target": "x86_64_v3"}, editable=True)
     assert plan.kind == "source" and plan.variant["target"] == "x86_64_v3"
+
+
+def test_missing_toolchain_is_one_line_saying_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    for name in ("CXX", "MPICC", "CUDACXX"):
+        monkeypatch.delenv(name, raising=False)
+    variant = "target=x86_64_v3 cuda=13 cuda_arch=90 tensor_ops=nccl controllers=gloo,mpi"
+    with pytest.raises(SystemExit) as excinfo:
+        backend.build_wheel(str(tmp_path), {"variant": variant})
+    assert exit_code(excinfo) == 4
+    lines = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(lines) == 1
+    needed = ["C++17 compiler", "mpicc", "recipes/"]
+    if not Path("/usr/local/cuda/bin/nvcc").exists():  # the one absolute place also looked at
+        needed.append("nvcc")
+    for word in needed:
+        assert word in lines[0]
