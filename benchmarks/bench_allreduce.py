@@ -107,7 +107,7 @@ def worker(kind: str, out: Path, sizes: list[int], min_seconds: float) -> None:
         tx = None if kind == "mpi" else torch.ones(nbytes // 4, dtype=torch.float32)
 
         def ours(x=x) -> None:
-            hvd.allreduce(x, op=hvd.Sum)
+            hvd.allreduce_(x, op=hvd.Sum)  # in place, like the peers (no output allocation)
 
         def peer(x=x, recv=recv, tx=tx) -> None:
             if kind == "mpi":

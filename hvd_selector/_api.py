@@ -211,6 +211,16 @@ def allreduce(
     return out
 
 
+def allreduce_(
+    tensor: Any, op: int = Average, prescale_factor: float = 1.0, postscale_factor: float = 1.0, name: str | None = None
+) -> Any:
+    """In-place allreduce (Horovod's ``allreduce_``): no output allocation; returns ``tensor``."""
+    tensor = _check(tensor, "allreduce_")
+    _gpu_guard(tensor)
+    _core.allreduce(tensor, tensor, _check_op(op), float(prescale_factor), float(postscale_factor))
+    return tensor
+
+
 def grouped_allreduce(
     tensors: Sequence[Any],
     op: int = Average,

@@ -44,6 +44,8 @@ def test_every_op_and_dtype(any_build: Build, np_: int, tmp_path: Path) -> None:
             _same(got[f"alltoall/{dtype}"], cases.cast(cases.expected_alltoall(rank, np_), dtype), f"alltoall/{dtype}")
         even = np.concatenate([np.arange(2 * rank, 2 * rank + 2, dtype=np.int32) + 10 * src for src in range(np_)])
         _same(got["alltoall_even"], even, "alltoall_even")
+        want = cases.expected_allreduce(np_, "float32", "Sum", 1.0, 1.0)
+        _same(got["allreduce_/float32/Sum"], want, "allreduce_")
         for small in (False, True):
             for op in ("Sum", "Average"):
                 for i, (shape, dtype) in enumerate(cases.group_shapes()):

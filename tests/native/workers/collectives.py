@@ -35,6 +35,10 @@ for dtype in cases.NUMPY_DTYPES:
     a2a = cases.cast(cases.alltoall_input(rank, size), dtype)
     saved[f"alltoall/{dtype}"] = hvd.alltoall(a2a, splits=cases.alltoall_splits(rank, size))
 
+inplace = cases.cast(cases.values(rank), "float32")
+same = hvd.allreduce_(inplace, op=hvd.Sum)
+assert same is inplace
+saved["allreduce_/float32/Sum"] = inplace
 even = hvd.alltoall(np.arange(size * 2, dtype=np.int32) + 10 * rank)
 saved["alltoall_even"] = even
 
