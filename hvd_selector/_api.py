@@ -161,6 +161,8 @@ def _on_gpu(tensor: Any) -> bool:
 
 def _empty(like: Any, shape: Sequence[int]) -> Any:
     if isinstance(like, np.ndarray):
+        if shape is like.shape:
+            return np.empty_like(like, order="C")
         return np.empty(tuple(shape), dtype=like.dtype)
     new_empty = getattr(like, "new_empty", None)
     if callable(new_empty):
@@ -229,11 +231,15 @@ def grouped_allreduce(
     name: str | None = None,
 ) -> list[Any]:
     """Allreduce many tensors through fusion buffers (see fusion_threshold())."""
-    ins = [_check(t, "grouped_allreduce") for t in tensors]
-    for t in ins[:1]:
-        _gpu_guard(t)
-    outs = [_copy(t) if _on_gpu(t) else _empty(t, t.shape) for t in ins]
-    srcs = [o if _on_gpu(t) else t for t, o in zip(ins, outs, strict=True)]
+    ins = [t if type(t) is np.ndarray else _check(t, "grouped_allreduce") for t in tensors]
+    if ins and type(ins[0]) is not np.ndarray:
+        _gpu_guard(ins[0])
+    if all(type(t) is np.ndarray for t in ins):  # the common case, kept cheap per tensor
+        outs = [np.empty_like(t, order="C") for t in ins]
+        srcs = ins
+    else:
+        outs = [_copy(t) if _on_gpu(t) else _empty(t, t.shape) for t in ins]
+        srcs = [o if _on_gpu(t) else t for t, o in zip(ins, outs, strict=True)]
     _core.grouped_allreduce(srcs, outs, _check_op(op), float(prescale_factor), float(postscale_factor))
     return outs
 
