@@ -101,15 +101,18 @@ class MpiBackend : public Backend {
   }
 
   ~MpiBackend() override {
+    // Another owner (mpi4py's atexit hook) may have finalised MPI already:
+    // then nothing may be called any more.
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
     for (hvd_op op : {HVD_SUM, HVD_MIN, HVD_MAX, HVD_PRODUCT}) {
       MPI_Op_free(&f16_ops_[op]);
       MPI_Op_free(&bf16_ops_[op]);
     }
     MPI_Comm_free(&local_);
     MPI_Comm_free(&comm_);
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (owns_mpi_ && !finalized) MPI_Finalize();
+    if (owns_mpi_) MPI_Finalize();
   }
 
   int rank() const override { return rank_; }

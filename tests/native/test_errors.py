@@ -95,3 +95,30 @@ def test_mpi_rank_death_ends_the_job(impl: str, request: pytest.FixtureRequest, 
     proc, _, elapsed = _run(build, "die_before", tmp_path)
     assert proc.returncode != 0
     assert elapsed < 60
+
+
+@pytest.mark.parametrize("first", ["hvd", "mpi4py"])
+def test_mpi4py_in_the_same_process(openmpi_build: Build, first: str, tmp_path: Path) -> None:
+    """Either import order works and the job exits cleanly (MPI finalised once)."""
+    pytest.importorskip("mpi4py")
+    script = tmp_path / "both.py"
+    imports = ["import hvd_selector as hvd", "from mpi4py import MPI"]
+    if first == "mpi4py":
+        imports.reverse()
+    script.write_text(
+        "import numpy as np\n" + "\n".join(imports) + "\nhvd.init()\nassert hvd.rank() == MPI.COMM_WORLD.Get_rank()\n"
+        "open(f'ok{hvd.rank()}', 'w').write(str(hvd.allreduce(np.ones(2), op=hvd.Sum).tolist()))\n"
+    )
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "selector_backend", "run", "-np", "2", sys.executable, str(script)],
+        cwd=tmp_path,
+        env=openmpi_build.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [(tmp_path / f"ok{r}").read_text() for r in (0, 1)] == ["[2.0, 2.0]", "[2.0, 2.0]"]
