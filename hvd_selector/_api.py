@@ -80,11 +80,17 @@ def init() -> None:
     under_mpi = any(name in os.environ for name in MPI_RANK_ENVS)
     if address and "gloo" in controllers:
         host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"HVD_SELECTOR_RENDEZVOUS={address!r} must be host:port (set by hvd-selector run)")
         secret = os.environ.get("HVD_SELECTOR_SECRET", "")
         if not secret:
             raise ValueError("HVD_SELECTOR_SECRET is not set; start the ranks with hvd-selector run")
         _generation += 1
-        client = StoreClient(host, int(port), bytes.fromhex(secret), wait, prefix=f"g{_generation}/")
+        try:
+            key = bytes.fromhex(secret)
+        except ValueError:
+            raise ValueError("HVD_SELECTOR_SECRET must be hex (set by hvd-selector run)") from None
+        client = StoreClient(host, int(port), key, wait, prefix=f"g{_generation}/")
         hostname = "127.0.0.1" if host in ("127.0.0.1", "localhost") else socket.gethostname()
         try:
             _core.init_gloo(
