@@ -152,7 +152,10 @@ def main() -> int:
         "hvd-selector",
     ]
     plain_cmd = ["-m", "pip", "install", "--no-deps", "--no-cache-dir", str(wheel)]
-    selector_times, plain_times, env_times, hook_times = [], [], [], []
+    # the same selector path without pip's isolated build environment (packaging and archspec are
+    # already in the target venv as runtime dependencies): what the backend itself costs
+    no_isolation_cmd = [*selector_cmd[:-1], "--no-build-isolation", "hvd-selector"]
+    selector_times, plain_times, no_isolation_times, env_times, hook_times = [], [], [], [], []
     hooks = (
         "import time, os; os.chdir({src!r}); t=time.perf_counter(); from selector_backend import backend; "
         "backend.get_requires_for_build_wheel(); backend.prepare_metadata_for_build_wheel({md!r}); "
@@ -172,12 +175,14 @@ def main() -> int:
     if "hvd-selector: selected prebuilt" not in probe.stdout + probe.stderr:
         raise SystemExit("the selector did not pick the published wheel; nothing to compare")
     for round_ in range(args.rounds):
-        for side in ("selector", "plain") if round_ % 2 == 0 else ("plain", "selector"):
+        sides = [
+            ("selector", selector_cmd, selector_times),
+            ("plain", plain_cmd, plain_times),
+            ("no-isolation", no_isolation_cmd, no_isolation_times),
+        ]
+        for _, cmd, times in sides if round_ % 2 == 0 else reversed(sides):
             py = fresh_venv(work / "venv", wheelhouse)
-            if side == "selector":
-                selector_times.append(timed([str(py), *selector_cmd]))
-            else:
-                plain_times.append(timed([str(py), *plain_cmd]))
+            times.append(timed([str(py), *cmd]))
         # the pieces of the overhead: an isolated build env with the build requirements, and the hooks
         target = work / "buildenv"
         shutil.rmtree(target, ignore_errors=True)
@@ -223,11 +228,19 @@ def main() -> int:
         "plain_wheel_median_s": med(plain_times),
         "ratio": med(selector_times) / med(plain_times),
         "overhead_s": med(selector_times) - med(plain_times),
+        "selector_no_build_isolation_median_s": med(no_isolation_times),
+        "ratio_no_build_isolation": med(no_isolation_times) / med(plain_times),
         "breakdown_median_s": {
             "isolated_build_env_packaging_archspec": med(env_times),
             "backend_hooks_detect_resolve_fetch_verify_copy": med(hook_times),
         },
-        "samples_s": {"selector": selector_times, "plain": plain_times, "build_env": env_times, "hooks": hook_times},
+        "samples_s": {
+            "selector": selector_times,
+            "plain": plain_times,
+            "no_isolation": no_isolation_times,
+            "build_env": env_times,
+            "hooks": hook_times,
+        },
         "loadavg_1m": os.getloadavg()[0],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
