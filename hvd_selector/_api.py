@@ -192,7 +192,7 @@ def _gpu_guard(tensor: Any) -> None:
     if reason:
         raise UnavailableError(f"GPU operations unavailable: {reason}")
     assert _facts is not None
-    cc = _core.gpu_compute_capability(local_rank())
+    cc = _core.gpu_compute_capability(-1)  # the device this rank's communicator uses
     from ._guard import check_gpu
 
     check_gpu(_facts.cuda_archs, f"{cc // 10}.{cc % 10}")

@@ -251,11 +251,14 @@ NB_MODULE(_core, m) {
   m.def("build_string", [] { return std::string(hvd_build_string()); });
   m.def("library_versions", [] { return std::string(hvd_library_versions()); });
   m.def("gpu_unavailable_reason", [] { return std::string(hvd_gpu_unavailable_reason()); });
-  m.def("gpu_compute_capability", [](int device) {
-    int cc = 0;
-    call([&] { return hvd_gpu_compute_capability(device, &cc); });
-    return cc;
-  });
+  m.def(
+      "gpu_compute_capability",
+      [](int device) {
+        int cc = 0;
+        call([&] { return hvd_gpu_compute_capability(device, &cc); });
+        return cc;
+      },
+      nb::arg("device") = -1);
   m.def("benchmark_sum_kernel", [](int dtype, size_t count, int iterations) {
     nb::gil_scoped_release release;
     return hvd_benchmark_sum_kernel(static_cast<hvd_dtype>(dtype), count, iterations);

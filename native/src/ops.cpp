@@ -198,7 +198,9 @@ hvd_status hvd_alltoall(const hvd_tensor* in, const int64_t* splits, hvd_tensor*
 
 hvd_status hvd_gpu_compute_capability(int device, int* cc) {
   return wrap([&] {
-    const auto& p = gpu::plugin(backend());
+    Backend& b = backend();
+    const auto& p = gpu::plugin(b);
+    if (device < 0) device = b.local_rank() % p.device_count();  // the communicator's device
     gpu::check(p, p.compute_capability(device, cc), "compute capability");
   });
 }

@@ -121,8 +121,9 @@ const char* hvd_library_versions(void);
 /* Why GPU tensors cannot be served ("" when they can; loads the plugin). */
 const char* hvd_gpu_unavailable_reason(void);
 
-/* Compute capability (major*10+minor) of CUDA device `device` through the
- * plugin; needs hvd_init_* first (the NCCL communicator is created). */
+/* Compute capability (major*10+minor) of CUDA device `device` (-1: the
+ * device this rank's communicator uses, local_rank % device count) through
+ * the plugin; needs hvd_init_* first (the NCCL communicator is created). */
 hvd_status hvd_gpu_compute_capability(int device, int* cc);
 
 /* Sum-reduce `count` elements of `src` into `dst` `iterations` times with the
