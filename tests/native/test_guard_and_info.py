@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from native_builds import REPO, Build, python
 
+pytestmark = pytest.mark.slow  # builds (or reuses) native variants
+
 PROBE = (
     "import sys\ntry:\n import hvd_selector\nexcept ImportError as e:\n print('IMPORTERROR', e)\n"
     "print('core loaded' if 'hvd_selector._core' in sys.modules else 'core not loaded')"

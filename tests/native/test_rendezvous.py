@@ -74,6 +74,7 @@ def test_tampered_message_is_refused(server: StoreServer) -> None:
     assert "k" not in server._data
 
 
+@pytest.mark.slow
 def test_wrong_secret_through_init(gloo_build, tmp_path: Path) -> None:
     """A rank with the wrong secret gets a one-line RendezvousError from init()."""
     from native_builds import python
@@ -98,6 +99,7 @@ def test_wrong_secret_through_init(gloo_build, tmp_path: Path) -> None:
     assert proc.stdout.startswith("ERR rendezvous at 127.0.0.1:") and "shared secret mismatch" in proc.stdout
 
 
+@pytest.mark.slow
 def test_missing_rank_times_out_in_init(gloo_build, tmp_path: Path) -> None:
     from native_builds import python
 
