@@ -58,6 +58,10 @@ void half_to_float(const uint16_t* src, float* dst, size_t n) {
 #elif defined(__F16C__)
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+#elif defined(__aarch64__)
+  // Every AArch64 core converts half precision in hardware; the loop vectorises (fcvtl).
+  const __fp16* h = reinterpret_cast<const __fp16*>(src);
+  for (; i < n; ++i) dst[i] = static_cast<float>(h[i]);
 #endif
   for (; i < n; ++i) dst[i] = half_to_float_scalar(src[i]);
 }
@@ -73,6 +77,9 @@ void float_to_half(const float* src, uint16_t* dst, size_t n) {
   for (; i + 8 <= n; i += 8)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
                      _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#elif defined(__aarch64__)
+  __fp16* h = reinterpret_cast<__fp16*>(dst);  // round to nearest even (FPCR default)
+  for (; i < n; ++i) h[i] = static_cast<__fp16>(src[i]);
 #endif
   for (; i < n; ++i) dst[i] = float_to_half_scalar(src[i]);
 }
@@ -209,6 +216,9 @@ const char* kernel_isa() {
 #endif
 #if defined(__ARM_NEON)
          "neon "
+#endif
+#if defined(__aarch64__)
+         "fp16-convert "
 #endif
          "baseline";
 }
