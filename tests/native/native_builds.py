@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib
 import os
 import shutil
 import subprocess
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,3 +169,15 @@ def python(build: Build, code: str, cwd: Path, timeout: float = 60, **env: str) 
     return subprocess.run(
         [sys.executable, "-c", code], cwd=cwd, env=build.env(**env), capture_output=True, text=True, timeout=timeout
     )
+
+
+def source_module(name: str) -> types.ModuleType:
+    """hvd_selector.<name> from the source tree without running the package's
+    __init__ (which needs a built core): the modules are loaded as members of
+    a stand-in package whose path is the source directory."""
+    package = "hvd_selector_source"
+    if package not in sys.modules:
+        stub = types.ModuleType(package)
+        stub.__path__ = [str(REPO / "hvd_selector")]
+        sys.modules[package] = stub
+    return importlib.import_module(f"{package}.{name}")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from native_builds import REPO, Build, python
+from native_builds import Build, python, source_module
 
 pytestmark = pytest.mark.slow  # builds (or reuses) native variants
 
@@ -54,24 +54,11 @@ def test_gpu_guard_uses_cuda_arch_rules() -> None:
     compat = pytest.importorskip("selector_backend.compat")
     if not hasattr(compat, "cuda_arch_support"):
         pytest.skip("selector_backend.compat.cuda_arch_support not there yet")
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "hvd_guard_under_test", REPO / "hvd_selector" / "_guard.py", submodule_search_locations=None
-    )
-    # _guard imports ._facts relatively; load it as part of a throwaway package.
-    pkg = importlib.util.spec_from_file_location("hvd_pkg_t", REPO / "hvd_selector" / "_facts.py")
-    assert spec and pkg
-    sys.modules.setdefault("hvd_pkg_t", importlib.util.module_from_spec(pkg))
-    src = (REPO / "hvd_selector" / "_guard.py").read_text().replace("from ._facts import", "from hvd_pkg_t import")
-    ns: dict[str, object] = {}
-    pkg.loader.exec_module(sys.modules["hvd_pkg_t"])  # type: ignore[union-attr]
-    exec(compile(src, "_guard.py", "exec"), ns)
-    check_gpu = ns["check_gpu"]
-    assert check_gpu(["80", "90"], "8.6") == "sass"  # type: ignore[operator]
-    assert check_gpu(["80", "90"], "10.0") == "ptx"  # type: ignore[operator]
+    check_gpu = source_module("_guard").check_gpu
+    assert check_gpu(["80", "90"], "8.6") == "sass"
+    assert check_gpu(["80", "90"], "10.0") == "ptx"
     with pytest.raises(RuntimeError, match=r"cuda_arch=80,90 which cannot run on a GPU of compute capability 7\.5"):
-        check_gpu(["80", "90"], "7.5")  # type: ignore[operator]
+        check_gpu(["80", "90"], "7.5")
 
 
 def test_build_info_command(any_build: Build, tmp_path: Path) -> None:

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 import struct
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from native_builds import source_module
 
-# Load the module file alone: importing the hvd_selector package needs a built core.
-_spec = importlib.util.spec_from_file_location(
-    "hvd_rendezvous_under_test", Path(__file__).resolve().parents[2] / "hvd_selector" / "rendezvous.py"
-)
-assert _spec and _spec.loader
-rendezvous = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = rendezvous
-_spec.loader.exec_module(rendezvous)
+rendezvous = source_module("rendezvous")  # the package's __init__ needs a built core
 RendezvousError, StoreClient, StoreServer = rendezvous.RendezvousError, rendezvous.StoreClient, rendezvous.StoreServer
 
 
