@@ -131,7 +131,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("host-profile", _path, None, "read the HostProfile JSON from this file instead of detecting"),
     Option("variant", _text, None, "build exactly this variant from source ('target=x86_64_v3 tensor_ops=gloo')"),
     # host facts: each replaces one detected fact
-    Option("target", _text, None, "host CPU microarchitecture (archspec name), e.g. x86_64_v3 or zen3", True),
+    Option(
+        "target",
+        _text,
+        None,
+        "host CPU microarchitecture (archspec name), e.g. x86_64_v3 or zen3; the import guard honours it too",
+        True,
+    ),
     Option("os", _text, None, "host os in Spack naming, e.g. ubuntu24.04", True),
     Option("libc", _text, None, "host libc, e.g. 'glibc 2.39'", True),
     Option("python", _text, None, "interpreter tag, e.g. cp311", True),
