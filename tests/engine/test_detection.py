@@ -344,3 +344,18 @@ def test_real_nvml_matches_nvidia_smi(cli: Any) -> None:
     resolved = cli("resolve", "--json", "--selector", "gpu-nvidia").json()
     if resolved["selected"] is not None:
         assert resolved["selected"]["variant"]["cuda"] != "none"
+
+
+def test_mpi_launcher_identified_by_name_and_pkgconfig(tmp_path: Path) -> None:
+    """A launcher whose installed name names its MPI is read from files, no subprocess."""
+    from selector_backend.detect.libraries import launcher_by_name
+
+    prefix = tmp_path / "opt" / "mpi"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "lib" / "x86_64-linux-gnu" / "pkgconfig").mkdir(parents=True)
+    launcher = prefix / "bin" / "mpiexec.hydra"
+    launcher.write_text("#!/bin/sh\nexit 99\n")  # never run: the name and the .pc file answer
+    assert launcher_by_name(str(launcher)) is None  # no pkg-config file yet: unsure, so the caller runs it
+    (prefix / "lib" / "x86_64-linux-gnu" / "pkgconfig" / "mpich.pc").write_text("Name: mpich\nVersion: 4.2.1\n")
+    assert launcher_by_name(str(launcher)) == ("mpich", "4.2.1")
+    assert launcher_by_name(str(prefix / "bin" / "mpiexec")) is None  # a generic name says nothing
