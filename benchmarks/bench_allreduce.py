@@ -158,14 +158,7 @@ def main() -> int:
         out = RESULTS / f".allreduce-{kind}.json"
         env = build.env(BENCH_TORCH_PORT="29561", HVD_SELECTOR_TIMEOUT="600", OMP_NUM_THREADS="1")
         cmd = [
-            sys.executable,
-            "-m",
-            "selector_backend",
-            "run",
-            "-np",
-            "2",
-            sys.executable,
-            str(Path(__file__)),
+            *b.run_argv(2, Path(__file__)),
             "--worker",
             kind,
             "--out",

@@ -73,14 +73,7 @@ def main() -> int:
     for kind, build in builds.items():
         out = RESULTS / f".fusion-{kind}.json"
         cmd = [
-            sys.executable,
-            "-m",
-            "selector_backend",
-            "run",
-            "-np",
-            "2",
-            sys.executable,
-            str(Path(__file__)),
+            *native_builds.run_argv(2, Path(__file__)),
             "--worker",
             str(out),
             "--tensors",

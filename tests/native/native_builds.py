@@ -147,21 +147,16 @@ def mpi_defines(impl: str) -> dict[str, str]:
     }
 
 
+def run_argv(np_: int, script: Path, *args: str) -> list[str]:
+    """``hvd-selector run -np N python <script> args...`` as an argv (tests and benchmarks)."""
+    return [sys.executable, "-m", "selector_backend", "run", "-np", str(np_), sys.executable, str(script), *args]
+
+
 def launch(
     build: Build, np_: int, script: str, *args: str, cwd: Path, timeout: float = 180, **env: str
 ) -> subprocess.CompletedProcess[str]:
     """hvd-selector run -np N python workers/<script> args... (output captured)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "selector_backend",
-        "run",
-        "-np",
-        str(np_),
-        sys.executable,
-        str(WORKERS / script),
-        *args,
-    ]
+    cmd = run_argv(np_, WORKERS / script, *args)
     return subprocess.run(cmd, cwd=cwd, env=build.env(**env), capture_output=True, text=True, timeout=timeout)
 
 
