@@ -29,7 +29,13 @@ class Plan(NamedTuple):
     kind: str  # "prebuilt" or "source"
     variant: Any  # Variant
     reason: str
+    settings: Any  # settings.Settings the decision was made with
+    host: Any  # host.HostProfile it was made for (build_requires needs it too)
     candidate: Any = None  # resolve.Ranked for a prebuilt plan
+
+    def must_fail(self, exc: ExternalError) -> bool:
+        """True when a failure may not fall back to a source build (tampering, never-build)."""
+        return isinstance(exc, IntegrityError) or self.settings.get("build-policy") == "never-build"
 
 
 def _clean_errors(hook: Callable[..., T]) -> Callable[..., T]:
@@ -81,15 +87,14 @@ def make_plan(config_settings: ConfigSettings, *, editable: bool = False) -> Pla
     forced = settings.get("variant")
     if forced:
         variant = catalog.parse_variant(forced, fill_defaults=True)
-        return Plan(
-            "source", variant, f"variant {format_variant(variant)} requested by {settings.origins.get('variant')}"
-        )
+        why = f"variant {format_variant(variant)} requested by {settings.origins.get('variant')}"
+        return Plan("source", variant, why, settings, host_profile_for(settings))
     selector = parse_selector(settings.selector, catalog)
     host = host_profile_for(settings)
     policy = settings.get("build-policy")
     if editable or policy == "always-build":
         why = "an editable install builds from source" if editable else "build-policy is always-build"
-        return Plan("source", ideal_variant(host, catalog, selector), why)
+        return Plan("source", ideal_variant(host, catalog, selector), why, settings, host)
     urls = settings.get("index-url")
     why_not = "no variant index is configured (set index-url)"
     if urls:
@@ -107,13 +112,13 @@ def make_plan(config_settings: ConfigSettings, *, editable: bool = False) -> Pla
             resolution = resolve(host, candidates, catalog, selector)
             if resolution.selected is not None:
                 chosen = resolution.selected
-                return Plan("prebuilt", chosen.variant, "; ".join(chosen.reasons), chosen)
+                return Plan("prebuilt", chosen.variant, "; ".join(chosen.reasons), settings, host, chosen)
             why_not = f"none of the {len(candidates)} prebuilt variants fits" + (
                 f" (best: {resolution.candidates[0].reasons[0]})" if resolution.candidates else ""
             )
     if policy == "never-build":
         raise NothingFitsError(f"{why_not}, and build-policy is never-build")
-    return Plan("source", ideal_variant(host, catalog, selector), why_not)
+    return Plan("source", ideal_variant(host, catalog, selector), why_not, settings, host)
 
 
 def _announce(plan: Plan) -> None:
@@ -127,10 +132,10 @@ def _announce(plan: Plan) -> None:
         log(f"source build of {format_variant(plan.variant)} because: {plan.reason}")
 
 
-def _fetch_prebuilt(plan: Plan, config_settings: ConfigSettings) -> Path:
+def _fetch_prebuilt(plan: Plan) -> Path:
     from .fetch import cached_download
 
-    settings = _settings(config_settings)
+    settings = plan.settings
     extra = plan.candidate.candidate.extra
     return cached_download(
         extra["url"], extra["sha256"], extra["filename"], settings.cache_dir, **settings.fetch_options()
@@ -140,32 +145,27 @@ def _fetch_prebuilt(plan: Plan, config_settings: ConfigSettings) -> Path:
 # ------------------------------------------------------------------ PEP 517 hooks
 @_clean_errors
 def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
-    from .build import build_requires
-    from .settings import host_profile_for
+    from .build import build_requires, log
 
     plan = make_plan(config_settings)
     _announce(plan)
     if plan.kind == "prebuilt":
         try:
-            _fetch_prebuilt(plan, config_settings)  # warm the verified cache now; build_wheel copies it
+            _fetch_prebuilt(plan)  # warm the verified cache now; build_wheel copies it
+            return []
         except ExternalError as exc:
-            if isinstance(exc, IntegrityError) or _settings(config_settings).get("build-policy") == "never-build":
+            if plan.must_fail(exc):
                 raise
-            from .build import log
-
             log(f"warning: download failed ({exc}); build_wheel will fall back to a source build")
-            return build_requires(plan.variant, host_profile_for(_settings(config_settings)))
-        return []
-    return build_requires(plan.variant, host_profile_for(_settings(config_settings)))
+    return build_requires(plan.variant, plan.host)
 
 
 @_clean_errors
 def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> list[str]:
     from .build import build_requires
-    from .settings import host_profile_for
 
     plan = make_plan(config_settings, editable=True)
-    return build_requires(plan.variant, host_profile_for(_settings(config_settings)))
+    return build_requires(plan.variant, plan.host)
 
 
 @_clean_errors
@@ -195,22 +195,22 @@ def build_wheel(
     catalog = load_catalog()
     if plan.kind == "prebuilt":
         try:
-            return _install_prebuilt(plan, catalog, Path(wheel_directory), config_settings)
+            return _install_prebuilt(plan, catalog, Path(wheel_directory))
         except ExternalError as exc:
-            if isinstance(exc, IntegrityError) or _settings(config_settings).get("build-policy") == "never-build":
+            if plan.must_fail(exc):
                 raise
             build.log(f"warning: prebuilt wheel unavailable ({exc}); falling back to a source build")
     return build.build_wheel(plan.variant, catalog, wheel_directory)
 
 
-def _install_prebuilt(plan: Plan, catalog: Any, wheel_directory: Path, config_settings: ConfigSettings) -> str:
+def _install_prebuilt(plan: Plan, catalog: Any, wheel_directory: Path) -> str:
     """Verified cached wheel -> wheel_directory under the standard (label-free) name."""
     from .build import log, verify_wheel_variant
     from .fetch import copy_verified
     from .wheelname import standard_filename
 
     extra = plan.candidate.candidate.extra
-    cached = _fetch_prebuilt(plan, config_settings)
+    cached = _fetch_prebuilt(plan)
     verify_wheel_variant(cached, plan.variant, catalog)
     name = standard_filename(extra["filename"])
     copy_verified(cached, extra["sha256"], wheel_directory / name)
