@@ -148,10 +148,7 @@ def main() -> int:
         return 0
 
     b = _builder()
-    builds = {
-        "gloo": b.build_variant("gloo-x86_64_v3", b.GLOO),
-        "mpi": b.build_variant("mpi-openmpi-x86_64_v3", b.mpi_defines("openmpi")),
-    }
+    builds = b.benchmark_builds()
     RESULTS.mkdir(parents=True, exist_ok=True)
     results = {}
     for kind, build in builds.items():

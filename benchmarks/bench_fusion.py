@@ -64,10 +64,7 @@ def main() -> int:
     sys.path.insert(0, str(REPO / "tests" / "native"))
     import native_builds
 
-    builds = {
-        "gloo": native_builds.build_variant("gloo-x86_64_v3", native_builds.GLOO),
-        "mpi": native_builds.build_variant("mpi-openmpi-x86_64_v3", native_builds.mpi_defines("openmpi")),
-    }
+    builds = native_builds.benchmark_builds()
     RESULTS.mkdir(parents=True, exist_ok=True)
     results = {}
     for kind, build in builds.items():

@@ -147,6 +147,14 @@ def mpi_defines(impl: str) -> dict[str, str]:
     }
 
 
+def benchmark_builds() -> dict[str, Build]:
+    """The two builds the allreduce and fusion benchmarks compare (same variants in both)."""
+    return {
+        "gloo": build_variant("gloo-x86_64_v3", GLOO),
+        "mpi": build_variant("mpi-openmpi-x86_64_v3", mpi_defines("openmpi")),
+    }
+
+
 def run_argv(np_: int, script: Path, *args: str) -> list[str]:
     """``hvd-selector run -np N python <script> args...`` as an argv (tests and benchmarks)."""
     return [sys.executable, "-m", "selector_backend", "run", "-np", str(np_), sys.executable, str(script), *args]
