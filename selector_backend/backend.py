@@ -1,7 +1,8 @@
 """The PEP 517 build backend: a verified prebuilt variant, or an exact source build.
 
-pip runs each hook in a fresh process, so every hook recomputes the plan
-(detection + resolution are cheap); the chosen prebuilt wheel is downloaded
+pip runs each hook in a fresh process; the first one decides the plan
+(detection + resolution) and the others of the same install reuse it
+(``plan_reuse``); the chosen prebuilt wheel is downloaded
 and verified into the shared cache by ``get_requires_for_build_wheel``, so
 ``build_wheel`` only copies it. Metadata is static and identical for every
 variant. Errors print one line and exit with the documented code instead of
@@ -71,6 +72,66 @@ def _settings(config_settings: ConfigSettings) -> Any:
 
 
 def make_plan(config_settings: ConfigSettings, *, editable: bool = False) -> Plan:
+    """This install's plan: decided by its first hook, reused by the others (``plan_reuse``)."""
+    from . import plan_reuse
+    from .catalog import default_catalog_path
+    from .settings import config_file_candidates
+
+    settings = _settings(config_settings)
+    key = plan_reuse.plan_key(
+        config_settings,
+        editable=editable,
+        catalog_path=default_catalog_path(),
+        config_files=config_file_candidates(),
+        host_profile=settings.get("host-profile"),
+    )
+    stored = plan_reuse.load(settings.cache_dir, key)
+    if stored is not None:
+        plan = _plan_from_json(stored, settings)
+        if plan is not None:
+            plan_reuse.trace("plan-reused", kind=plan.kind)
+            return plan
+    plan = _decide(settings, editable)
+    plan_reuse.trace("plan-computed", kind=plan.kind)
+    plan_reuse.store(settings.cache_dir, key, _plan_to_json(plan))
+    return plan
+
+
+def _plan_to_json(plan: Plan) -> dict[str, Any]:
+    candidate = None
+    if plan.candidate is not None:
+        cand = plan.candidate.candidate
+        candidate = {"source": cand.source, "extra": dict(cand.extra)}
+    return {
+        "kind": plan.kind,
+        "variant": plan.variant.to_json(),
+        "reason": plan.reason,
+        "host": plan.host.to_json(),
+        "candidate": candidate,
+    }
+
+
+def _plan_from_json(data: Mapping[str, Any], settings: Any) -> Plan | None:
+    """A stored plan back as a Plan, or None when it does not read (then the plan is decided again)."""
+    from .catalog import load_catalog
+    from .host import HostProfile
+    from .resolve import Candidate, Ranked
+
+    try:
+        variant = load_catalog().make_variant(load_catalog().parse_assignments(data["variant"]))
+        host = HostProfile.from_json(data["host"], source="stored plan")
+        ranked = None
+        if data["candidate"] is not None:
+            extra = {str(k): str(v) for k, v in data["candidate"]["extra"].items()}
+            ranked = Ranked(Candidate(variant, str(data["candidate"]["source"]), extra), True, ())
+        if data["kind"] not in ("prebuilt", "source") or (data["kind"] == "prebuilt") != (ranked is not None):
+            return None
+        return Plan(str(data["kind"]), variant, str(data["reason"]), settings, host, ranked)
+    except (SelectorError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _decide(settings: Any, editable: bool) -> Plan:
     """Decide prebuilt vs source for this install; fetch nothing but index pages.
 
     Editable installs always build from source (a development checkout).
@@ -82,7 +143,6 @@ def make_plan(config_settings: ConfigSettings, *, editable: bool = False) -> Pla
     from .settings import host_profile_for
     from .variant import format_variant
 
-    settings = _settings(config_settings)
     catalog = load_catalog()
     forced = settings.get("variant")
     if forced:

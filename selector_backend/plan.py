@@ -41,14 +41,9 @@ from .variant import Variant, format_variant, variant_label
 MODES = ("exact", "matrix")
 
 
-def quality(variant: Variant, catalog: Catalog, host: HostProfile) -> tuple[Any, ...]:
-    """The resolver's rank key without the size and order tie-breaks.
-
-    ``rank_key`` ends with (arch-list length, controllers, source order); the
-    first and last of those say nothing about how well the build runs.
-    """
-    key = resolve.rank_key(resolve.Candidate(variant), catalog, host)
-    return (*key[:-3], key[-2])
+def quality(variant: Variant, catalog: Catalog, host: HostProfile) -> resolve.RankKey:
+    """The resolver's rank key without the arch-list size, which says nothing about how well a build runs."""
+    return resolve.variant_rank(variant, catalog, host)._replace(arch_count=0)
 
 
 def runs_on(variant: Variant, catalog: Catalog, host: HostProfile, selector: Selector) -> bool:

@@ -56,6 +56,17 @@ def variants_filename(catalog: Catalog, version: str) -> str:
     return f"{catalog.name}-{version}-variants.json"
 
 
+def variants_document(variants: Iterable[Variant], catalog: Catalog) -> dict[str, Any]:
+    """The ``-variants.json`` of one version: every variant's own variant.json entry, merged."""
+    merged: dict[str, Any] = {}
+    for variant in variants:
+        doc = variant_json.render(variant, catalog)
+        if not merged:
+            merged = {"$schema": doc["$schema"], "default-priorities": doc["default-priorities"], "variants": {}}
+        merged["variants"].update(doc["variants"])
+    return merged
+
+
 @dataclass(frozen=True)
 class VariantWheel:
     """A wheel checked against the catalog: its variant comes from its own variant.json."""
@@ -165,7 +176,7 @@ def _project_page_html(project: str, files: Sequence[tuple[str, str]]) -> str:
     )
 
 
-def _project_page_json(project: str, files: Sequence[tuple[str, str]]) -> str:
+def project_page_json(project: str, files: Sequence[tuple[str, str]]) -> str:
     data = {
         "meta": {"api-version": PEP691_VERSION},
         "name": project,
@@ -251,15 +262,11 @@ def _publish_locked(
             bar.step(name)
 
     # The variants file per version: every labelled wheel, from its own variant.json.
-    variants: dict[str, dict[str, Any]] = {}
+    by_version: dict[str, list[Variant]] = {}
     for _name, (_sha, _path, published) in sorted(entries.items()):
         if published is not None:
-            doc = variant_json.render(published.variant, catalog)
-            per_version = variants.setdefault(
-                published.version,
-                {"$schema": doc["$schema"], "default-priorities": doc["default-priorities"], "variants": {}},
-            )
-            per_version["variants"].update(doc["variants"])
+            by_version.setdefault(published.version, []).append(published.variant)
+    variants = {version: variants_document(vs, catalog) for version, vs in by_version.items()}
     texts = {
         variants_filename(catalog, v): json.dumps(d, indent=2, sort_keys=True) + "\n"
         for v, d in sorted(variants.items())
@@ -268,7 +275,7 @@ def _publish_locked(
         [(name, sha) for name, (sha, _, _) in entries.items()]
         + [(name, hashlib.sha256(t.encode()).hexdigest()) for name, t in texts.items()]
     )
-    pages = {"index.html": _project_page_html(project, listing), "index.json": _project_page_json(project, listing)}
+    pages = {"index.html": _project_page_html(project, listing), "index.json": project_page_json(project, listing)}
     generation = "g-" + hashlib.sha256(json.dumps([listing, pages]).encode()).hexdigest()[:16]
     target = gens / generation
     changed = current is None or current.name != generation

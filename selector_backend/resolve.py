@@ -36,17 +36,26 @@ class Candidate(NamedTuple):
 
 
 class Ranked(NamedTuple):
+    """A candidate with its verdict. ``findings`` are kept, and the
+    human-readable ``reasons`` derived from them only when asked for."""
+
     candidate: Candidate
     compatible: bool
-    reasons: tuple[str, ...]
+    findings: tuple[Finding, ...]
 
     @property
     def variant(self) -> Variant:
         return self.candidate.variant
 
-    def to_json(self) -> dict[str, Any]:
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Failures first (they are why), then the supporting facts."""
+        return tuple([f.reason for f in self.findings if not f.ok] + [f.reason for f in self.findings if f.ok])
+
+    def to_json(self, variant_json: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The contract shape; ``variant_json`` may pass the variant's JSON already built."""
         return {
-            "variant": self.variant.to_json(),
+            "variant": self.variant.to_json() if variant_json is None else variant_json,
             "source": self.candidate.source,
             **dict(self.candidate.extra),
             "compatible": self.compatible,
@@ -62,9 +71,14 @@ class Resolution(NamedTuple):
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """Every candidate in full; a variant's JSON object is built once and shared by its wheels."""
+        shared: dict[Variant, dict[str, Any]] = {}
         return {
             "selected": None if self.selected is None else self.selected.to_json(),
-            "candidates": [c.to_json() for c in self.candidates],
+            "candidates": [
+                c.to_json(shared.get(c.variant) or shared.setdefault(c.variant, c.variant.to_json()))
+                for c in self.candidates
+            ],
             "source_build": None
             if self.source_build is None
             else {"variant": self.source_build.to_json(), "spec": format_variant(self.source_build)},
@@ -81,54 +95,89 @@ def evaluate(candidate: Candidate, catalog: Catalog, host: HostProfile, selector
     return findings
 
 
-def rank_key(candidate: Candidate, catalog: Catalog, host: HostProfile) -> tuple[Any, ...]:
-    """Sort key of a compatible candidate; smaller is better.
+class RankKey(NamedTuple):
+    """How much a compatible variant is preferred on a host; smaller is better, field by field."""
 
-    1. a GPU build before a CPU build (only compatible ones get here, so the
-       host has a usable GPU); 2. the communication library by catalog
-       preference; 3. SASS before PTX on the weakest GPU; 4. code closest to
-       each GPU (sm_86 before sm_80 on an 8.6 GPU, compute_90 before compute_70
-       PTX on a 10.0 one); 5. the newer CUDA line; 6. the most specific CPU
-       target; 7. the thinnest arch list; 8. controllers by preference; then
-       source order.
-    """
-    v = candidate.variant
+    cpu_only: int  # a GPU build (0) before a CPU build (1); only compatible ones are ranked
+    tensor_ops: int  # the communication library, by catalog preference
+    code_kind: int  # SASS (0) before PTX (1) on the weakest GPU
+    code_distance: tuple[int, ...]  # code closest to each GPU (sm_86 before sm_80 on an 8.6 GPU)
+    cuda_line: int  # the newer CUDA line, by catalog preference
+    target: int  # the most specific CPU target
+    arch_count: int  # the thinnest arch list
+    controllers: tuple[int, ...]  # controllers by catalog preference
+
+
+def variant_rank(v: Variant, catalog: Catalog, host: HostProfile) -> RankKey:
+    """The preference part of the sort key: it depends on the variant and host alone."""
     is_gpu = v["cuda"] != "none"
     support = compat.worst_cuda_support(v.values_of("cuda_arch"), host) if is_gpu else None
-    return (
-        0 if is_gpu else 1,
-        catalog.preference("tensor_ops", str(v["tensor_ops"])),
-        {"sass": 0, "ptx": 1, None: 2}[support] if is_gpu else 0,
-        tuple(-a for a in compat.cuda_code_used(v.values_of("cuda_arch"), host)) if is_gpu else (),
-        catalog.preference("cuda", str(v["cuda"])),
-        -targets.specificity(str(v["target"])) if targets.known_target(str(v["target"])) else 0,
-        len(v.values_of("cuda_arch")),
-        tuple(sorted(catalog.preference("controllers", c) for c in v.values_of("controllers"))),
-        candidate.order,
+    return RankKey(
+        cpu_only=0 if is_gpu else 1,
+        tensor_ops=catalog.preference("tensor_ops", str(v["tensor_ops"])),
+        code_kind={"sass": 0, "ptx": 1, None: 2}[support] if is_gpu else 0,
+        code_distance=tuple(-a for a in compat.cuda_code_used(v.values_of("cuda_arch"), host)) if is_gpu else (),
+        cuda_line=catalog.preference("cuda", str(v["cuda"])),
+        target=-targets.specificity(str(v["target"])) if targets.known_target(str(v["target"])) else 0,
+        arch_count=len(v.values_of("cuda_arch")),
+        controllers=tuple(sorted(catalog.preference("controllers", c) for c in v.values_of("controllers"))),
     )
 
 
+def rank_key(candidate: Candidate, catalog: Catalog, host: HostProfile) -> tuple[RankKey, int]:
+    """Sort key of a compatible candidate: its variant's RankKey, then source order."""
+    return variant_rank(candidate.variant, catalog, host), candidate.order
+
+
+class _Verdict(NamedTuple):
+    """What the engine and the selector say of one distinct variant (shared by its wheels)."""
+
+    findings: tuple[Finding, ...]
+    ok: bool
+    excluded: bool  # the selector rejects it
+    misses: int
+
+
 def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog, selector: Selector) -> Resolution:
-    """Rank every candidate; the best compatible one is selected."""
-    evaluated = []
+    """Rank every candidate; the best compatible one is selected.
+
+    An index lists each variant once per wheel tag (and release), so the
+    rules run once per distinct variant and their verdict and rank key are
+    shared; only a candidate's own findings (its wheel tag) are added to it.
+    """
+    verdicts: dict[Variant, _Verdict] = {}
+    keys: dict[Variant, RankKey] = {}
+    good: list[tuple[RankKey, int, Ranked]] = []
+    bad: list[tuple[tuple[bool, int, int], Ranked]] = []
     for index, cand in enumerate(candidates):
-        findings = evaluate(cand, catalog, host, selector)
-        ok = compat.compatible(findings)
-        # reasons: failures first (they are why), then the supporting facts
-        reasons = tuple([f.reason for f in findings if not f.ok] + [f.reason for f in findings if f.ok])
-        excluded = not compat.compatible(selector.check(cand.variant))
-        misses = sum(1 for f in findings if not f.ok)
-        evaluated.append(((excluded, misses, index), Ranked(cand, ok, reasons)))
-    good = sorted((r for _, r in evaluated if r.compatible), key=lambda r: rank_key(r.candidate, catalog, host))
+        verdict = verdicts.get(cand.variant)
+        if verdict is None:
+            chosen = selector.check(cand.variant)
+            engine = compat.check_variant(cand.variant, catalog, host)
+            findings = (*engine, *chosen)
+            misses = sum(1 for f in findings if not f.ok)
+            verdict = _Verdict(findings, misses == 0, not compat.compatible(chosen), misses)
+            verdicts[cand.variant] = verdict
+        findings = verdict.findings + cand.findings if cand.findings else verdict.findings
+        own_misses = sum(1 for f in cand.findings if not f.ok)
+        if verdict.ok and not own_misses:
+            key = keys.get(cand.variant)
+            if key is None:
+                key = keys[cand.variant] = variant_rank(cand.variant, catalog, host)
+            good.append((key, cand.order, Ranked(cand, True, findings)))
+        else:
+            bad.append(((verdict.excluded, verdict.misses + own_misses, index), Ranked(cand, False, findings)))
+    good.sort(key=lambda item: item[:2])
     # incompatible ones: near misses first (admitted by the selector, fewest failed rules), then source order
-    bad = [r for _, r in sorted((e for e in evaluated if not e[1].compatible), key=lambda e: e[0])]
+    bad.sort(key=lambda item: item[0])
+    ranked = tuple([r for *_, r in good] + [r for _, r in bad])
     notes: list[str] = []
     try:
         source = ideal_variant(host, catalog, selector)
     except Exception as exc:  # an impossible selector on this host: say so, do not crash ranking
         source = None
         notes.append(f"no source build is possible: {exc}")
-    return Resolution(good[0] if good else None, tuple(good + bad), source, selector, tuple(notes))
+    return Resolution(ranked[0] if good else None, ranked, source, selector, tuple(notes))
 
 
 # ------------------------------------------------------------------ ideal variant

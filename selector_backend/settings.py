@@ -156,6 +156,7 @@ OTHER_ENV: dict[str, str] = {
     ENV_PREFIX + "DETECT_TIMEOUT": "seconds one detector (a tool, NVML) may take before it is skipped (default 5)",
     ENV_PREFIX + "NVML_REPLAY": "replay recorded NVML answers from this JSON file instead of asking the driver",
     ENV_PREFIX + "RUN_GPU": "test suite: also run the tests marked gpu",
+    ENV_PREFIX + "TRACE": "append one JSON line per backend decision (plan computed or reused) to this file",
     # set by `hvd-selector run` for each rank it starts; a rank may itself run hvd-selector
     ENV_PREFIX + "TIMEOUT": "hvd-selector run: seconds a rank waits for its peers (default 60)",
     ENV_PREFIX + "RANK": "set by hvd-selector run: this process's rank",

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .catalog import Catalog
+from .compat import Finding
 from .host import HostProfile
 from .resolve import Candidate
 
@@ -33,9 +34,14 @@ def index_candidates(urls: Iterable[str], catalog: Catalog, host: HostProfile, s
     from .wheel_tags import check_wheel_tags, host_tags
 
     ranked_tags = {tag: i for i, tag in enumerate(host_tags(host))}
+    verdicts: dict[tuple[str, str, str], tuple[Finding, int]] = {}  # one per distinct tag triple
     for position, url in enumerate(urls):
         for entry in variant_index.read_index(url, catalog, **settings.fetch_options()):
-            finding, tag_rank = check_wheel_tags(entry.wheel, host, ranked_tags)
+            triple = (entry.wheel.python, entry.wheel.abi, entry.wheel.platform)
+            verdict = verdicts.get(triple)
+            if verdict is None:
+                verdict = verdicts[triple] = check_wheel_tags(entry.wheel, host, ranked_tags)
+            finding, tag_rank = verdict
             extra = {
                 "filename": entry.filename,
                 "url": entry.url,

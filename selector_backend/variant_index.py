@@ -79,6 +79,16 @@ def _page(url: str, options: dict[str, Any]) -> tuple[str, bytes]:
     return ("json" if body.lstrip().startswith(b"{") else "html"), body
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.+!-]+")
+
+
+def _join(page_url: str, href: str) -> str:
+    """urljoin, with a fast path for the common case: a bare file name beside the page."""
+    if page_url.endswith("/") and _PLAIN_NAME.fullmatch(href) and href not in (".", ".."):
+        return page_url + href
+    return urllib.parse.urljoin(page_url, href)
+
+
 def parse_project_page(kind: str, body: bytes, page_url: str) -> list[IndexFile]:
     """The files of a PEP 691 JSON or PEP 503 HTML project page."""
     files: list[IndexFile] = []
@@ -86,8 +96,9 @@ def parse_project_page(kind: str, body: bytes, page_url: str) -> list[IndexFile]
         try:
             data = json.loads(body)
             for item in data["files"]:
-                url = urllib.parse.urljoin(page_url, item["url"])
-                files.append(IndexFile(item["filename"], url, item.get("hashes", {}).get("sha256")))
+                files.append(
+                    IndexFile(item["filename"], _join(page_url, item["url"]), item.get("hashes", {}).get("sha256"))
+                )
         except (ValueError, KeyError, TypeError) as exc:
             raise ExternalError(f"{page_url}: malformed PEP 691 page ({exc})") from None
         return files
@@ -131,6 +142,8 @@ def read_index(location: str, catalog: Catalog, **options: Any) -> Iterator[Inde
     kind, body = _page(url, options)
     files = parse_project_page(kind, body, url)
     maps = _variants_maps(files, catalog, options)
+    project = normalize_project(catalog.name)
+    parsed: dict[tuple[str, str], Variant] = {}  # (version, label) -> variant: parsed once, shared by its wheels
     for item in files:
         if not item.filename.endswith(".whl"):
             continue
@@ -138,18 +151,26 @@ def read_index(location: str, catalog: Catalog, **options: Any) -> Iterator[Inde
             wheel = parse_wheel_name(item.filename)
         except InputError:
             continue
-        if wheel.label is None or normalize_project(wheel.name) != normalize_project(catalog.name):
+        if wheel.label is None or normalize_project(wheel.name) != project:
             continue
-        props = maps.get(wheel.version, {}).get(wheel.label)
-        if props is None:
-            continue
+        key = (wheel.version, wheel.label)
+        variant = parsed.get(key)
+        if variant is None:
+            props = maps.get(wheel.version, {}).get(wheel.label)
+            if props is None:
+                continue
+            variant = parsed[key] = _variant_of(props, wheel.label, catalog, url)
         if not item.sha256:
             raise ExternalError(f"{item.url}: the index gives no sha256 for this wheel; refusing it")
-        features = props.get(catalog.namespace) if isinstance(props, dict) else None
-        if not isinstance(features, dict):
-            raise ExternalError(f"{url}: variant {wheel.label} has no {catalog.namespace!r} namespace")
-        try:
-            variant = catalog.make_variant(catalog.parse_assignments(features))
-        except InputError as exc:
-            raise ExternalError(f"{url}: variant {wheel.label}: {exc}") from None
         yield IndexEntry(item.filename, item.url, item.sha256.lower(), wheel.label, variant, wheel)
+
+
+def _variant_of(props: Any, label: str, catalog: Catalog, url: str) -> Variant:
+    """The variant a variants.json entry describes (one label's properties)."""
+    features = props.get(catalog.namespace) if isinstance(props, dict) else None
+    if not isinstance(features, dict):
+        raise ExternalError(f"{url}: variant {label} has no {catalog.namespace!r} namespace")
+    try:
+        return catalog.make_variant(catalog.parse_assignments(features))
+    except InputError as exc:
+        raise ExternalError(f"{url}: variant {label}: {exc}") from None

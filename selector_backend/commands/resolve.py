@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING
 
 from ._common import add_resolution_arguments, resolution_context
@@ -12,13 +13,17 @@ if TYPE_CHECKING:
     from ..resolve import Resolution
 
 NAME = "resolve"
+EXPLAIN_TOP = 10
 HELP = "rank the prebuilt variants for this machine (or --host-profile) and select the best"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="machine-readable resolution")
-    out.add_argument("--explain", action="store_true", help="every candidate with its reasons, as a table")
+    out.add_argument(
+        "--explain", action="store_true", help=f"the top {EXPLAIN_TOP} candidates with their reasons (--all: every one)"
+    )
+    parser.add_argument("--all", action="store_true", help="with --explain: every candidate, however many")
     parser.add_argument(
         "--require-prebuilt",
         action="store_true",
@@ -47,9 +52,10 @@ def run(args: argparse.Namespace) -> int:
         candidates = list(catalog_matrix(catalog))
     resolution = resolve(host, candidates, catalog, selector)
     if args.json:
-        print(json.dumps(resolution.to_json(), indent=2))
+        # indented for a person at a terminal; compact (and several times faster) for a program
+        print(json.dumps(resolution.to_json(), indent=2 if sys.stdout.isatty() else None))
     elif args.explain:
-        print_explain(resolution)
+        print_explain(resolution, None if args.all else EXPLAIN_TOP)
     else:
         print_summary(resolution)
     if resolution.selected is None and args.require_prebuilt:
@@ -78,19 +84,27 @@ def print_summary(resolution: Resolution) -> None:
         print(f"note: {note}")
     count = sum(1 for c in resolution.candidates if c.compatible)
     print(
-        f"{count} of {len(resolution.candidates)} candidates fit (selector: {resolution.selector}); --explain shows all"
+        f"{count} of {len(resolution.candidates)} candidates fit (selector: {resolution.selector}); "
+        "--explain shows the best, --explain --all every one"
     )
 
 
-def print_explain(resolution: Resolution) -> None:
+
+def print_explain(resolution: Resolution, top: int | None = None) -> None:
+    """The first ``top`` candidates (every one when None) with their reasons, and a count of the rest."""
     from ..variant import format_variant
 
-    for rank, cand in enumerate(resolution.candidates, 1):
+    shown = resolution.candidates if top is None else resolution.candidates[:top]
+    for rank, cand in enumerate(shown, 1):
         mark = "ok " if cand.compatible else "no "
         chosen = " <= selected" if cand is resolution.selected else ""
         print(f"{rank:>3}. {mark} {format_variant(cand.variant)}  [{cand.candidate.source}]{chosen}")
         for reason in cand.reasons:
             print(f"          {reason}")
+    hidden = len(resolution.candidates) - len(shown)
+    if hidden:
+        fit = sum(1 for c in resolution.candidates[len(shown) :] if c.compatible)
+        print(f"  ... {hidden} more candidates ({fit} of them fit); --explain --all shows every one")
     if resolution.source_build is not None:
         print(f"source build would target: {format_variant(resolution.source_build)}")
     for note in resolution.notes:

@@ -6,6 +6,7 @@ Marked slow: the session fixture builds three real variant wheels.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -53,9 +54,15 @@ def test_pip_installs_the_best_variant_for_this_machine(variant_index: VariantIn
 
 def test_target_override_installs_the_v3_build(variant_index: VariantIndex, tmp_path: Path) -> None:
     bindir = make_venv(tmp_path / "venv")
-    env = clean_env(HVD_SELECTOR_TARGET="x86_64_v3")
+    trace = tmp_path / "trace.jsonl"
+    env = clean_env(HVD_SELECTOR_TARGET="x86_64_v3", HVD_SELECTOR_TRACE=str(trace))
     pip_install(bindir, variant_index, env=env)
     assert build_info(bindir, env)["target"] == "x86_64_v3"
+    # pip ran several hooks, each in its own process: the machine was examined once, by the first
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert [e["event"] for e in events].count("plan-computed") == 1, events
+    assert [e["event"] for e in events].count("plan-reused") >= 1, events
+    assert len({e["pid"] for e in events}) == len(events), "each hook runs in its own process"
 
 
 def test_host_profile_override_installs_the_baseline_build(variant_index: VariantIndex, tmp_path: Path) -> None:

@@ -166,3 +166,39 @@ def test_missing_toolchain_is_one_line_saying_what_to_install(
         needed.append("nvcc")
     for word in needed:
         assert word in lines[0]
+
+
+def _events(trace: Path) -> list[str]:
+    import json
+
+    return [json.loads(line)["event"] for line in trace.read_text().splitlines()] if trace.exists() else []
+
+
+def test_a_plan_is_reused_only_while_every_input_is_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("HVD_SELECTOR_TRACE", str(trace))
+    first = backend.make_plan({"selector": "cpu"})
+    second = backend.make_plan({"selector": "cpu"})
+    assert _events(trace) == ["plan-computed", "plan-reused"]
+    assert (second.kind, second.variant, second.reason) == (first.kind, first.variant, first.reason)
+    assert second.host == first.host
+    # a different -C setting, environment variable or config file is a different decision
+    backend.make_plan({"selector": "cpu", "build-policy": "always-build"})
+    monkeypatch.setenv("HVD_SELECTOR_TARGET", "x86_64_v3")
+    pinned = backend.make_plan({"selector": "cpu"})
+    assert pinned.host.cpu is not None and pinned.host.cpu.microarch == "x86_64_v3"
+    (tmp_path / "no-config.toml").write_text('selector = "cpu"\n')
+    backend.make_plan({"selector": "cpu"})
+    assert _events(trace)[2:] == ["plan-computed"] * 3
+
+
+def test_a_plan_file_others_can_write_is_never_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("HVD_SELECTOR_TRACE", str(trace))
+    backend.make_plan({"selector": "cpu"})
+    (stored,) = (tmp_path / "cache" / "plans").glob("*.json")
+    stored.chmod(0o666)
+    backend.make_plan({"selector": "cpu"})
+    stored.write_text("{not json")
+    backend.make_plan({"selector": "cpu"})
+    assert _events(trace) == ["plan-computed"] * 3

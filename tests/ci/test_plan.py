@@ -129,7 +129,7 @@ def test_bad_fleets_and_plans_are_one_line_errors(tmp_path: Path, capsys: pytest
 
 
 def test_quality_ignores_only_arch_list_size_and_order() -> None:
-    """Guards plan.quality's reading of resolve.rank_key's last three components."""
+    """plan.quality is the RankKey without its arch-list size (read by field name)."""
     catalog = load_catalog()
     fleet = dict(planning.load_fleet(FLEET))
     a100 = fleet["a100-node"]
