@@ -15,7 +15,7 @@ from typing import Any, Literal, NamedTuple
 
 from . import targets
 from .errors import InputError, did_you_mean
-from .tomlfile import TomlDocument, load_toml
+from .tomlfile import TomlDocument, load_toml_remembered
 from .variant import AxisValue, Variant, format_variant
 from .versions import is_version
 
@@ -207,7 +207,7 @@ def default_catalog_path() -> Path:
 @functools.lru_cache(maxsize=8)
 def load_catalog(path: Path | None = None) -> Catalog:
     """Load and validate a catalog (cached per path: it is immutable)."""
-    doc = load_toml(path or default_catalog_path())
+    doc = load_toml_remembered(path or default_catalog_path())
     return _CatalogReader(doc).read()
 
 

@@ -7,15 +7,13 @@ catalog and config errors can point at it.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 from .errors import InputError
 
@@ -49,14 +47,53 @@ class TomlDocument:
         return InputError(f"{self.locate(*needles)}: {message}")
 
 
+def _parse(path: Path, text: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: invalid TOML: {exc}") from None
+
+
 def load_toml(path: Path) -> TomlDocument:
     """Parse ``path``; a missing file or a syntax error is an InputError."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return TomlDocument(path, text, _parse(path, text))
+
+
+def load_toml_remembered(path: Path) -> TomlDocument:
+    """``load_toml`` for a file read on every start (the catalog).
+
+    The parsed data is kept as JSON in the user's cache beside the exact text it
+    came from; while the file's text is unchanged the JSON is used and the TOML
+    parser is never imported (a cold ``resolve`` is mostly imports). The copy is
+    trusted only when the user owns it and nobody else can write it.
+    """
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: invalid TOML: {exc}") from None
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    memo = Path(base) / "hvd-selector" / f"toml-{zlib.crc32(str(path.resolve()).encode()):08x}.json"
+    try:
+        info = memo.stat()
+        if info.st_uid == os.getuid() and not info.st_mode & 0o022:
+            kept = json.loads(memo.read_text(encoding="utf-8"))
+            if isinstance(kept, dict) and kept.get("text") == text and isinstance(kept.get("data"), dict):
+                return TomlDocument(path, text, kept["data"])
+    except (OSError, ValueError):
+        pass
+    data = _parse(path, text)
+    try:
+        from .fileutil import atomic_write_text
+
+        atomic_write_text(memo, json.dumps({"text": text, "data": data}))
+    except (OSError, TypeError, ValueError):  # read-only cache, or data JSON cannot hold (dates): parse each time
+        pass
     return TomlDocument(path, text, data)

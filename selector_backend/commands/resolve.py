@@ -89,7 +89,6 @@ def print_summary(resolution: Resolution) -> None:
     )
 
 
-
 def print_explain(resolution: Resolution, top: int | None = None) -> None:
     """The first ``top`` candidates (every one when None) with their reasons, and a count of the rest."""
     from ..variant import format_variant
