@@ -11,7 +11,6 @@ import json
 import os
 import re
 import sys
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +79,7 @@ def load_toml_remembered(path: Path) -> TomlDocument:
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    memo = Path(base) / "hvd-selector" / f"toml-{zlib.crc32(str(path.resolve()).encode()):08x}.json"
+    memo = Path(base) / "hvd-selector" / ("toml-" + re.sub(r"[^A-Za-z0-9]+", "_", str(path.resolve()))[-120:] + ".json")
     try:
         info = memo.stat()
         if info.st_uid == os.getuid() and not info.st_mode & 0o022:
