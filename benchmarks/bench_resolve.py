@@ -93,13 +93,22 @@ def compile_bytecode(python: str) -> None:
 
 
 def make_clean_venv(where: Path) -> str:
-    """A venv with only the archspec version installed here (pip from the index)."""
+    """A venv with only the archspec (and packaging) versions installed here (pip from the index)."""
     from importlib.metadata import version
 
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
     python = str(where / "bin" / "python")
     subprocess.run(
-        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", f"archspec=={version('archspec')}"],
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            f"archspec=={version('archspec')}",
+            f"packaging=={version('packaging')}",  # the index case reads wheel tags
+        ],
         check=True,
     )
     return python
