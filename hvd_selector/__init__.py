@@ -46,6 +46,7 @@ from ._api import (  # noqa: E402
     shutdown,
     size,
 )
+from .buildmix import IncompatibleBuildsError  # noqa: E402
 from .rendezvous import RendezvousError  # noqa: E402
 
 _api._set_facts(_FACTS)
@@ -54,6 +55,7 @@ __all__ = [
     "Average",
     "CollectiveTimeoutError",
     "HorovodInternalError",
+    "IncompatibleBuildsError",
     "Max",
     "Min",
     "MismatchError",

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
+from . import _core, buildmix, jobenv
 from ._facts import BuildFacts
-from .rendezvous import LocalStore, StoreClient
+from .rendezvous import LocalStore, RendezvousError, StoreClient, StoreServer
 
 Sum = 0
 Average = 1
@@ -39,6 +39,8 @@ MPI_RANK_ENVS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MPI_LOCALRANK
 _facts: BuildFacts | None = None
 _generation = 0
 _gpu_checked = False
+_store_server: StoreServer | None = None
+_job_builds: list[dict[str, Any]] = []
 
 
 def _set_facts(facts: BuildFacts) -> None:
@@ -60,53 +62,59 @@ def timeout() -> float:
     return value
 
 
-def _env_int(name: str) -> int:
-    text = os.environ.get(name, "")
+def _data_address(job: jobenv.JobEnv, client: StoreClient) -> str:
+    """The address this rank's Gloo pairs listen on: asked for, or the one that reaches the store."""
+    if os.environ.get("HVD_SELECTOR_HOSTNAME", "").strip():
+        return os.environ["HVD_SELECTOR_HOSTNAME"].strip()
+    if os.environ.get("HVD_SELECTOR_IFACE", "").strip():
+        return jobenv.interface_address(os.environ["HVD_SELECTOR_IFACE"].strip())
+    if job.host in ("127.0.0.1", "localhost"):
+        return "127.0.0.1"
+    return str(client.local_address())
+
+
+def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float) -> None:
+    """Rendezvous through the store (rank 0 serves it when no launcher does), then connect Gloo."""
+    global _generation, _store_server, _job_builds
+    assert _facts is not None
+    _generation += 1
+    if job.serve_store and job.rank == 0 and _store_server is None:
+        bind = os.environ.get(jobenv.BIND_ENV, "").strip() or job.host
+        try:
+            _store_server = StoreServer(secret, host=bind, port=job.port, handshake_timeout=min(wait, 10.0)).start()
+        except OSError as exc:
+            raise RendezvousError(
+                f"rank 0 cannot serve the rendezvous on {bind}:{job.port} ({job.source}): {exc.strerror or exc}; "
+                f"set {jobenv.BIND_ENV} to a local address or {jobenv.PORT_ENV} to a free port"
+            ) from None
+    client = StoreClient(job.host, job.port, secret, wait, prefix=f"g{_generation}/", retry_refused=job.serve_store)
     try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{name}={text!r} must be an integer (set by hvd-selector run)") from None
+        address = _data_address(job, client)
+        name = os.environ.get("HVD_SELECTOR_HOST", "").strip() or socket.gethostname()
+        if address not in ("127.0.0.1", name):
+            name = f"{name} ({address})"
+        _job_builds = buildmix.exchange(client.set, client.get, buildmix.record(_facts, job.rank, name), job.size)
+        _core.init_gloo(job.rank, job.size, job.local_rank, job.local_size, client.set, client.get, address, wait)
+    finally:
+        client.close()
 
 
 def init() -> None:
-    """Join the job: through the launcher's rendezvous, MPI, or alone (size 1)."""
-    global _generation
+    """Join the job: through the launcher's rendezvous, MPI, torchrun/Slurm's environment, or alone (size 1)."""
     if _core.initialized():
         return
     assert _facts is not None
     wait = timeout()
     controllers = _facts.controllers
-    address = os.environ.get("HVD_SELECTOR_RENDEZVOUS", "").strip()
+    job = jobenv.discover(os.environ)
     under_mpi = any(name in os.environ for name in MPI_RANK_ENVS)
-    if address and "gloo" in controllers:
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"HVD_SELECTOR_RENDEZVOUS={address!r} must be host:port (set by hvd-selector run)")
-        secret = os.environ.get("HVD_SELECTOR_SECRET", "")
-        if not secret:
-            raise ValueError("HVD_SELECTOR_SECRET is not set; start the ranks with hvd-selector run")
-        _generation += 1
-        try:
-            key = bytes.fromhex(secret)
-        except ValueError:
-            raise ValueError("HVD_SELECTOR_SECRET must be hex (set by hvd-selector run)") from None
-        client = StoreClient(host, int(port), key, wait, prefix=f"g{_generation}/")
-        hostname = "127.0.0.1" if host in ("127.0.0.1", "localhost") else socket.gethostname()
-        try:
-            _core.init_gloo(
-                _env_int("HVD_SELECTOR_RANK"),
-                _env_int("HVD_SELECTOR_SIZE"),
-                _env_int("HVD_SELECTOR_LOCAL_RANK"),
-                _env_int("HVD_SELECTOR_LOCAL_SIZE"),
-                client.set,
-                client.get,
-                os.environ.get("HVD_SELECTOR_HOSTNAME", hostname),
-                wait,
-            )
-        finally:
-            client.close()
+    if job is not None and job.source == "hvd-selector run":
+        # A build without a gloo controller still reports to the store, so the job fails fast naming it.
+        _join_gloo(job, jobenv.read_secret(os.environ, job.source), wait)
     elif "mpi" in controllers and (under_mpi or "gloo" not in controllers):
         _core.init_mpi(wait)
+    elif job is not None and job.size > 1 and "gloo" in controllers:
+        _join_gloo(job, jobenv.read_secret(os.environ, job.source), wait)
     elif "gloo" in controllers:
         store = LocalStore()
         _core.init_gloo(0, 1, 0, 1, store.set, store.get, "127.0.0.1", wait)
@@ -114,10 +122,19 @@ def init() -> None:
         raise ValueError(f"no controller in this build can start here (controllers={','.join(controllers)})")
 
 
+def job_builds() -> list[dict[str, Any]]:
+    """Every rank's build as exchanged at init() (empty for MPI and single-rank jobs)."""
+    return list(_job_builds)
+
+
 def shutdown() -> None:
     """Leave the job and free the communicator (safe to call twice)."""
+    global _store_server
     if _core.initialized():
         _core.finalize()
+    if _store_server is not None:
+        _store_server.stop()
+        _store_server = None
 
 
 atexit.register(shutdown)

@@ -37,9 +37,15 @@ def _mac(key: bytes, *parts: bytes) -> bytes:
     return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
+    """Read n bytes; with a deadline the whole read (not each recv) is bounded."""
     chunks = []
     while n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("deadline passed")
+            sock.settimeout(left)
         chunk = sock.recv(n)
         if not chunk:
             raise ConnectionError("connection closed")
@@ -66,12 +72,12 @@ class _Channel:
         mac = _mac(self.session, self.sending, seq, body)
         self.sock.sendall(struct.pack(">I", len(body)) + body + mac)
 
-    def recv(self) -> dict[str, Any]:
-        (length,) = struct.unpack(">I", _recv_exact(self.sock, 4))
+    def recv(self, deadline: float | None = None) -> dict[str, Any]:
+        (length,) = struct.unpack(">I", _recv_exact(self.sock, 4, deadline))
         if length > MAX_FRAME:
             raise RendezvousError(f"rendezvous message of {length} bytes exceeds the {MAX_FRAME}-byte limit")
-        body = _recv_exact(self.sock, length)
-        mac = _recv_exact(self.sock, MAC_BYTES)
+        body = _recv_exact(self.sock, length, deadline)
+        mac = _recv_exact(self.sock, MAC_BYTES, deadline)
         seq = struct.pack(">Q", self.received)
         self.received += 1
         if not hmac.compare_digest(mac, _mac(self.session, self.receiving, seq, body)):
@@ -87,16 +93,20 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         sock: socket.socket = self.request
+        # One deadline for the whole handshake: a peer dripping a byte at a
+        # time cannot hold the connection past it (issue 12, finding 4).
+        deadline = time.monotonic() + self.server.handshake_timeout
         sock.settimeout(self.server.handshake_timeout)
         nonce_s = os.urandom(NONCE_BYTES)
         try:
             sock.sendall(MAGIC + nonce_s)
-            nonce_c = _recv_exact(sock, NONCE_BYTES)
-            proof = _recv_exact(sock, MAC_BYTES)
+            nonce_c = _recv_exact(sock, NONCE_BYTES, deadline)
+            proof = _recv_exact(sock, MAC_BYTES, deadline)
             if not hmac.compare_digest(proof, _mac(self.server.secret, b"client", nonce_s, nonce_c)):
                 sock.sendall(b"\x00" * MAC_BYTES)  # not a valid server proof: the client reports it
                 self.server.rejected += 1
                 return
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
             sock.sendall(_mac(self.server.secret, b"server", nonce_c, nonce_s))
             session = _mac(self.server.secret, b"session", nonce_s, nonce_c)
             channel = _Channel(sock, session, sending=b"s", receiving=b"c")
@@ -168,26 +178,38 @@ class StoreServer(socketserver.ThreadingTCPServer):
         return {"ok": False, "error": f"unknown request {op!r}"}
 
 
+def _connect(host: str, port: int, deadline: float, retry_refused: bool, where: str) -> socket.socket:
+    """Connect before the deadline; when rank 0 hosts the store, keep trying while it starts."""
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return socket.create_connection((host, port), timeout=max(0.05, left))
+        except OSError as exc:
+            refused = isinstance(exc, (ConnectionRefusedError, ConnectionResetError))
+            if not (retry_refused and refused) or left <= 0.2:
+                raise RendezvousError(f"cannot reach the rendezvous at {where}: {exc.strerror or exc}") from None
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+
 class StoreClient:
     """One rank's authenticated connection to the launcher's StoreServer."""
 
-    def __init__(self, host: str, port: int, secret: bytes, timeout: float, prefix: str = "") -> None:
+    def __init__(
+        self, host: str, port: int, secret: bytes, timeout: float, prefix: str = "", retry_refused: bool = False
+    ) -> None:
         self.timeout = timeout
         self.prefix = prefix
         where = f"{host}:{port}"
+        deadline = time.monotonic() + timeout
+        sock = _connect(host, port, deadline, retry_refused, where)
         try:
-            sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
-            raise RendezvousError(f"cannot reach the rendezvous at {where}: {exc.strerror or exc}") from None
-        try:
-            sock.settimeout(timeout)
-            hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES)
+            hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES, deadline)
             if not hello.startswith(MAGIC):
                 raise RendezvousError(f"{where} is not an hvd-selector rendezvous")
             nonce_s = hello[len(MAGIC) :]
             nonce_c = os.urandom(NONCE_BYTES)
             sock.sendall(nonce_c + _mac(secret, b"client", nonce_s, nonce_c))
-            proof = _recv_exact(sock, MAC_BYTES)
+            proof = _recv_exact(sock, MAC_BYTES, deadline)
             if not hmac.compare_digest(proof, _mac(secret, b"server", nonce_c, nonce_s)):
                 raise RendezvousError(
                     f"rendezvous at {where} rejected this rank: shared secret mismatch "
@@ -195,7 +217,7 @@ class StoreClient:
                 )
         except (OSError, ConnectionError) as exc:
             sock.close()
-            raise RendezvousError(f"rendezvous handshake with {where} failed: {exc}") from None
+            raise RendezvousError(f"rendezvous handshake with {where} failed within {timeout:g}s: {exc}") from None
         except RendezvousError:
             sock.close()
             raise
@@ -206,10 +228,11 @@ class StoreClient:
 
     def _call(self, request: dict[str, Any], wait: float) -> dict[str, Any]:
         with self._lock:
+            deadline = time.monotonic() + wait + 10.0  # the whole exchange, not each read
             self._channel.sock.settimeout(wait + 10.0)
             try:
                 self._channel.send(request)
-                reply = self._channel.recv()
+                reply = self._channel.recv(deadline)
             except (OSError, ConnectionError) as exc:
                 raise RendezvousError(f"lost the rendezvous at {self.where}: {exc}") from None
         if not reply.get("ok"):
@@ -223,6 +246,10 @@ class StoreClient:
         wait = self.timeout if timeout_ms is None else timeout_ms / 1000.0
         reply = self._call({"op": "get", "key": self.prefix + key, "timeout": wait}, wait)
         return base64.b64decode(str(reply["value"]))
+
+    def local_address(self) -> str:
+        """This end's address: the interface that reaches the store (and so, usually, the peers)."""
+        return str(self._channel.sock.getsockname()[0])
 
     def close(self) -> None:
         self._channel.sock.close()
