@@ -1,0 +1,193 @@
+"""Real multi-host jobs across network-namespace hosts: -H over ssh, the torchrun env, faults.
+
+Each test gets three fresh namespace hosts (conftest.cluster). The launcher
+runs inside host 0 and starts ranks on hosts 1 and 2 over ssh, as a user's
+``hvd-selector run -H`` would; nothing leaves the namespaces.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from native_builds import REPO, Build
+from netns import Cluster, sh
+
+pytestmark = pytest.mark.slow
+WORKER = Path(__file__).resolve().parent / "workers" / "job.py"
+TIMEOUT = 6  # HVD_SELECTOR_TIMEOUT for fault tests: survivors must raise within it
+
+
+def launcher_argv(cluster: Cluster, np_: int, hosts: str, *command: str, extra: tuple[str, ...] = ()) -> list[str]:
+    return cluster.hosts[0].exec_argv(
+        sys.executable, "-m", "selector_backend", "run", "-np", str(np_), "-H", hosts,
+        "--ssh-config-file", str(cluster.ssh_config), *extra, *command,
+    )  # fmt: skip
+
+
+def run_job(cluster: Cluster, build: Build, argv: list[str], timeout: float = 120, **env: str):
+    return subprocess.run(argv, cwd=WORKER.parent, env=build.env(**env), capture_output=True, text=True, timeout=timeout)
+
+
+def target(build: Build) -> str:
+    return build.name.removeprefix("gloo-")
+
+
+def hosts_arg(cluster: Cluster, slots: int = 2) -> str:
+    return ",".join(f"{h.address}:{slots}" for h in cluster.hosts[1:])
+
+
+def test_ssh_job_across_hosts(cluster: Cluster, v3_build: Build, tmp_path: Path) -> None:
+    """4 ranks on two hosts: identities per host, results agree, the secret is in no command line."""
+    argv = launcher_argv(cluster, 4, hosts_arg(cluster), sys.executable, str(WORKER), str(tmp_path), "reduce")
+    proc = run_job(cluster, v3_build, argv)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    infos = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(4)]
+    assert [(i["rank"], i["size"], i["local_rank"], i["local_size"]) for i in infos] == [
+        (0, 4, 0, 2), (1, 4, 1, 2), (2, 4, 0, 2), (3, 4, 1, 2),
+    ]  # fmt: skip
+    assert not any(i["secret_in_ps"] for i in infos)
+    results = {(tmp_path / f"rank{r}.bin").read_bytes() for r in range(4)}
+    assert len(results) == 1  # every rank holds the same bytes
+    assert cluster.wait_clean(10) == {}
+
+
+def test_check_prints_build_mix(cluster: Cluster, v3_build: Build, pair: tuple[Build, Build], tmp_path: Path) -> None:
+    """``run --check`` prints the job's hosts and builds; with two targets, both show."""
+    a, b = (h.address for h in cluster.hosts[1:])
+    proc = run_job(cluster, v3_build, launcher_argv(cluster, 2, f"{a}:1,{b}:1", "--check"), timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "job of 2 ranks:" in proc.stdout and proc.stdout.count("target=x86_64_v3") == 2, proc.stdout
+    # Hosts with different installs (here: a PYTHONPATH per namespace) run the same check module.
+    low, high = pair
+    check = per_host_pythonpath({a: low, b: high}) + f" exec {sys.executable} -m hvd_selector._jobcheck"
+    proc = run_job(cluster, v3_build, launcher_argv(cluster, 2, f"{a}:1,{b}:1", "sh", "-c", check), timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{a}: ranks 0" in proc.stdout and f"target={target(low)} " in proc.stdout, proc.stdout
+    assert f"{b}: ranks 1" in proc.stdout and f"target={target(high)} " in proc.stdout, proc.stdout
+    assert "compatible: yes" in proc.stdout
+
+
+def per_host_pythonpath(builds: dict[str, Build]) -> str:
+    """A shell prefix choosing each host's installed build by HVD_SELECTOR_HOST."""
+    cases = " ".join(
+        f"{host}) PYTHONPATH={shlex.quote(os.pathsep.join([str(b.stage), str(REPO)]))};;" for host, b in builds.items()
+    )
+    return f'case "$HVD_SELECTOR_HOST" in {cases} esac; export PYTHONPATH;'
+
+
+def test_heterogeneous_job_is_bitwise_identical(cluster: Cluster, pair: tuple[Build, Build], tmp_path: Path) -> None:
+    """One host runs the lower target's build, the other the higher's: the same bytes as a single-build job."""
+    low, high = pair
+    a, b = (h.address for h in cluster.hosts[1:])
+    mixed, single = tmp_path / "mixed", tmp_path / "single"
+    mixed.mkdir()
+    single.mkdir()
+    command = (sys.executable, str(WORKER))
+    choose = per_host_pythonpath({a: low, b: high})
+    line = f"{choose} exec {shlex.join(command)} {shlex.quote(str(mixed))} reduce"
+    proc = run_job(cluster, v4_build, launcher_argv(cluster, 4, f"{a}:2,{b}:2", "sh", "-c", line))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    targets = [json.loads((mixed / f"rank{r}.json").read_text())["target"] for r in range(4)]
+    assert targets == [target(low), target(low), target(high), target(high)]
+    proc = run_job(cluster, high, launcher_argv(cluster, 4, f"{a}:2,{b}:2", *command, str(single), "reduce"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in range(4):
+        assert (mixed / f"rank{r}.bin").read_bytes() == (single / f"rank{r}.bin").read_bytes(), f"rank {r}"
+
+
+def test_torchrun_environment_across_hosts(cluster: Cluster, v3_build: Build, tmp_path: Path) -> None:
+    """RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun, Kubernetes): rank 0 serves the store."""
+    secret = tmp_path / "secret"
+    secret.write_text(os.urandom(32).hex())
+    secret.chmod(0o600)
+    a, b = cluster.hosts[1:]
+    procs = []
+    for rank, host in enumerate((a, b, a, b)):
+        env = v3_build.env(
+            RANK=str(rank), WORLD_SIZE="4", LOCAL_RANK=str(rank // 2), LOCAL_WORLD_SIZE="2",
+            MASTER_ADDR=a.address, MASTER_PORT="29512", HVD_SELECTOR_SECRET_FILE=str(secret),
+        )  # fmt: skip
+        argv = host.exec_argv(sys.executable, str(WORKER), str(tmp_path), "reduce")
+        procs.append(subprocess.Popen(argv, cwd=WORKER.parent, env=env, stderr=subprocess.PIPE, text=True))
+    try:
+        errs = [p.communicate(timeout=90)[1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], errs
+    infos = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(4)]
+    assert [(i["local_rank"], i["local_size"]) for i in infos] == [(0, 2), (0, 2), (1, 2), (1, 2)]
+    assert len({(tmp_path / f"rank{r}.bin").read_bytes() for r in range(4)}) == 1
+
+
+def test_missing_secret_fails_closed(cluster: Cluster, v3_build: Build, tmp_path: Path) -> None:
+    env = v3_build.env(RANK="0", WORLD_SIZE="2", MASTER_ADDR=cluster.hosts[1].address, MASTER_PORT="29513")
+    argv = cluster.hosts[1].exec_argv(sys.executable, str(WORKER), str(tmp_path), "reduce")
+    proc = subprocess.run(argv, cwd=WORKER.parent, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3
+    assert "needs a shared secret" in (tmp_path / "init-error0.txt").read_text()
+
+
+def _start_hang_job(cluster: Cluster, build: Build, tmp_path: Path) -> subprocess.Popen[str]:
+    argv = launcher_argv(cluster, 4, hosts_arg(cluster), sys.executable, str(WORKER), str(tmp_path), "hang")
+    proc = subprocess.Popen(
+        argv, cwd=WORKER.parent, env=build.env(HVD_SELECTOR_TIMEOUT=str(TIMEOUT)), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"pid{r}").exists() for r in range(4)):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.1)
+    time.sleep(0.5)  # a few allreduces in flight
+    return proc
+
+
+def _finish(proc: subprocess.Popen[str], started: float) -> tuple[int, str, float]:
+    try:
+        _, err = proc.communicate(timeout=TIMEOUT * 4 + 20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err, time.monotonic() - started
+
+
+def _survivors_raised(tmp_path: Path, survivors: list[int]) -> None:
+    for r in survivors:
+        info = json.loads((tmp_path / f"rank{r}.json").read_text())
+        assert info.get("error") in ("PeerFailureError", "CollectiveTimeoutError"), info
+        assert info["seconds"] <= TIMEOUT + 2, info
+
+
+@pytest.mark.parametrize("fault", ["rank", "host", "link"])
+def test_fault(cluster: Cluster, v3_build: Build, tmp_path: Path, fault: str) -> None:
+    """Rank 3 (host 2) dies, host 2 dies, or host 2's link drops: survivors raise in time, launcher names it."""
+    proc = _start_hang_job(cluster, v3_build, tmp_path)
+    started = time.monotonic()
+    victim = cluster.hosts[2]
+    if fault == "rank":
+        os.kill(int((tmp_path / "pid3").read_text()), signal.SIGKILL)
+    elif fault == "host":
+        cluster.kill_host(victim)
+    else:
+        sh("ip", "-n", victim.name, "link", "set", victim.veth, "down")
+    code, err, elapsed = _finish(proc, started)
+    assert code != 0, err[-3000:]
+    assert f"on host {victim.address}" in err, err[-3000:]
+    if fault == "rank":
+        assert code == 137 and f"rank 3 on host {victim.address} was killed by SIGKILL" in err, err[-3000:]
+    _survivors_raised(tmp_path, [0, 1])  # host 1's ranks
+    assert elapsed < TIMEOUT * 3 + 10
+    if fault == "link":  # the cut-off ranks time out on their own; then their host is empty too
+        sh("ip", "-n", victim.name, "link", "set", victim.veth, "up")
+    assert cluster.wait_clean(TIMEOUT + 10) == {}, "processes left behind"
