@@ -185,7 +185,8 @@ def test_fault(cluster: Cluster, v3_build: Build, tmp_path: Path, fault: str) ->
     assert code != 0, err[-3000:]
     assert f"on host {victim.address}" in err, err[-3000:]
     if fault == "rank":
-        assert code == 137 and f"rank 3 on host {victim.address} was killed by SIGKILL" in err, err[-3000:]
+        assert f"rank 3 on host {victim.address} was killed by SIGKILL" in err, err[-3000:]
+        assert code == 1, err[-3000:]  # rank 0's: the lowest failed rank's code, whichever died first
     _survivors_raised(tmp_path, [0, 1])  # host 1's ranks
     assert elapsed < TIMEOUT * 3 + 10
     if fault == "link":  # the cut-off ranks time out on their own; then their host is empty too
