@@ -35,6 +35,7 @@ inline float half_to_float_scalar(uint16_t h) {
   uint32_t em = h & 0x7fffu;
   uint32_t r = bits_of(float_of(em << 13) * 0x1p112f);  // normals and subnormals
   r = em >= 0x7c00u ? (r | 0x7f800000u) : r;            // inf / nan
+  r = em > 0x7c00u ? (r | 0x00400000u) : r;             // nan comes out quiet, as F16C/fcvt do
   return float_of(r | (static_cast<uint32_t>(h & 0x8000u) << 16));
 }
 
@@ -45,7 +46,9 @@ inline uint16_t float_to_half_scalar(float x) {
   uint32_t sub = bits_of(float_of(f) + 0.5f) - 0x3f000000u;  // subnormal result
   uint32_t odd = (f >> 13) & 1u;
   uint32_t nrm = (f + 0xc8000fffu + odd) >> 13;        // rebias + round to even
-  uint32_t big = f > 0x7f800000u ? 0x7e00u : 0x7c00u;  // nan / overflow to inf
+  // nan keeps its top payload bits and comes out quiet (as F16C/AVX-512/fcvt
+  // do), so targets with and without hardware conversion agree bit for bit
+  uint32_t big = f > 0x7f800000u ? (0x7e00u | ((f >> 13) & 0x3ffu)) : 0x7c00u;
   uint32_t o = f >= 0x47800000u ? big : (f < 0x38800000u ? sub : nrm);
   return static_cast<uint16_t>(o | (sign >> 16));
 }

@@ -33,7 +33,9 @@ def launcher_argv(cluster: Cluster, np_: int, hosts: str, *command: str, extra: 
 
 
 def run_job(cluster: Cluster, build: Build, argv: list[str], timeout: float = 120, **env: str):
-    return subprocess.run(argv, cwd=WORKER.parent, env=build.env(**env), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        argv, cwd=WORKER.parent, env=build.env(**env), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def target(build: Build) -> str:
@@ -93,7 +95,7 @@ def test_heterogeneous_job_is_bitwise_identical(cluster: Cluster, pair: tuple[Bu
     command = (sys.executable, str(WORKER))
     choose = per_host_pythonpath({a: low, b: high})
     line = f"{choose} exec {shlex.join(command)} {shlex.quote(str(mixed))} reduce"
-    proc = run_job(cluster, v4_build, launcher_argv(cluster, 4, f"{a}:2,{b}:2", "sh", "-c", line))
+    proc = run_job(cluster, high, launcher_argv(cluster, 4, f"{a}:2,{b}:2", "sh", "-c", line))
     assert proc.returncode == 0, proc.stderr[-3000:]
     targets = [json.loads((mixed / f"rank{r}.json").read_text())["target"] for r in range(4)]
     assert targets == [target(low), target(low), target(high), target(high)]

@@ -108,3 +108,25 @@ def test_kernels_round_exactly_on_aarch64(target: str, tmp_path: Path) -> None:
         pytest.skip("needs g++-aarch64-linux-gnu and qemu-user")
     binary = _compile("aarch64-linux-gnu-g++", target, tmp_path / "check")
     _check(lambda op: _run(binary, op, qemu=True))
+
+
+def test_kernels_agree_bitwise_across_targets(tmp_path: Path) -> None:
+    """Ranks of one job may run different targets: every bit must match, NaN payloads included."""
+    import archspec.cpu
+
+    from selector_backend import targets
+
+    host = frozenset(archspec.cpu.host().features)
+    runnable = [t for t in HOST_TARGETS if not targets.missing_features(t, host)]
+    if len(runnable) < 2:
+        pytest.skip("fewer than two x86_64 targets run on this CPU")
+    outputs = {}
+    for target in runnable:
+        binary = _compile("g++", target, tmp_path / f"check-{target}")
+        outputs[target] = {op: _run(binary, op) for op in ("sum16", "sumbf16", "scale16")}
+    first = runnable[0]
+    for target in runnable[1:]:
+        for op, data in outputs[target].items():
+            got, want = np.frombuffer(data, np.uint16), np.frombuffer(outputs[first][op], np.uint16)
+            bad = np.flatnonzero(got != want)
+            assert not bad.size, f"{op}: {target} and {first} differ at {bad.size} values, e.g. inputs {bad[:4]}"
