@@ -45,7 +45,7 @@ inline uint16_t float_to_half_scalar(float x) {
   f ^= sign;
   uint32_t sub = bits_of(float_of(f) + 0.5f) - 0x3f000000u;  // subnormal result
   uint32_t odd = (f >> 13) & 1u;
-  uint32_t nrm = (f + 0xc8000fffu + odd) >> 13;        // rebias + round to even
+  uint32_t nrm = (f + 0xc8000fffu + odd) >> 13;  // rebias + round to even
   // nan keeps its top payload bits and comes out quiet (as F16C/AVX-512/fcvt
   // do), so targets with and without hardware conversion agree bit for bit
   uint32_t big = f > 0x7f800000u ? (0x7e00u | ((f >> 13) & 0x3ffu)) : 0x7c00u;

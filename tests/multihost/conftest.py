@@ -13,8 +13,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import netns  # noqa: E402
-from native_builds import GLOO, Build, build_variant  # noqa: E402
+import netns
+from native_builds import GLOO, Build, build_variant
 
 
 def _needs_root_and_tools() -> None:

@@ -9,6 +9,7 @@ deletes the namespaces.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -70,21 +71,13 @@ class Cluster:
 
     def kill_host(self, host: Host) -> None:
         """A host dies: every process in its namespace, sshd included."""
-        for pid in host.pids():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_all(host)
         if host.sshd:
             host.sshd.wait(10)
 
     def close(self) -> None:
         for h in self.hosts:
-            for pid in h.pids():  # only processes in our own namespaces
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            _kill_all(h)
             if h.sshd and h.sshd.poll() is None:
                 h.sshd.kill()
             if h.sshd:
@@ -93,6 +86,13 @@ class Cluster:
         if self.switch:
             sh("ip", "netns", "del", self.switch, check=False)
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _kill_all(host: Host) -> None:
+    """SIGKILL every process in the host's namespace (all started by this cluster)."""
+    for pid in host.pids():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 SSHD_CONFIG = """\
