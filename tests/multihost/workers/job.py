@@ -1,6 +1,6 @@
 """A multi-host rank: python job.py OUT_DIR MODE.
 
-MODE "reduce": every dtype (bfloat16 through torch) and op on random data
+MODE "reduce": every numpy dtype and op ("reduce16" adds bfloat16 through torch) on random data
 whose float16/bfloat16 sums round, saved raw to OUT_DIR/rank<r>.bin for a
 bitwise comparison; also records identity and whether the job secret shows in
 any process's command line. MODE "hang": init, write pid, then allreduce in
@@ -49,9 +49,7 @@ def secret_in_ps() -> bool:
     return False
 
 
-if mode == "reduce":
-    import torch
-
+if mode in ("reduce", "reduce16"):
     rng = np.random.default_rng(1234 + rank)
     n = 1000 + 13  # not a multiple of any vector width: the scalar tails run too
     chunks = []
@@ -60,7 +58,9 @@ if mode == "reduce":
             x = (rng.standard_normal(n) * 3).astype(dtype) if "float" in dtype else rng.integers(-9, 9, n).astype(dtype)
             chunks.append(hvd.allreduce(x, op=op).tobytes())
         chunks.append(hvd.allreduce(x, op=hvd.Sum, prescale_factor=0.3, postscale_factor=1.7).tobytes())
-    for op in (hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product):
+    for op in (hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product) if mode == "reduce16" else ():
+        import torch  # bfloat16 (numpy has none); only where asked: importing torch is slow
+
         t = torch.from_numpy(rng.standard_normal(n).astype(np.float32) * 3).to(torch.bfloat16)
         chunks.append(hvd.allreduce(t, op=op).view(torch.int16).numpy().tobytes())
     chunks.append(hvd.allgather(np.full((rank + 1, 2), rank, np.float32)).tobytes())
