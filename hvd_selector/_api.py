@@ -77,6 +77,7 @@ def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float) -> None:
     """Rendezvous through the store (rank 0 serves it when no launcher does), then connect Gloo."""
     global _generation, _store_server, _job_builds
     assert _facts is not None
+    jobenv.require_address(job)
     _generation += 1
     if job.serve_store and job.rank == 0 and _store_server is None:
         bind = os.environ.get(jobenv.BIND_ENV, "").strip() or job.host
@@ -93,7 +94,14 @@ def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float) -> None:
         name = os.environ.get("HVD_SELECTOR_HOST", "").strip() or socket.gethostname()
         if address not in ("127.0.0.1", name):
             name = f"{name} ({address})"
-        _job_builds = buildmix.exchange(client.set, client.get, buildmix.record(_facts, job.rank, name), job.size)
+        try:
+            _job_builds = buildmix.exchange(client.set, client.get, buildmix.record(_facts, job.rank, name), job.size)
+        except buildmix.IncompatibleBuildsError:
+            raise
+        except RendezvousError as exc:
+            if "timed out" in str(exc):  # a missing rank: the same error as a missing peer later
+                raise CollectiveTimeoutError(str(exc)) from None
+            raise
         _core.init_gloo(job.rank, job.size, job.local_rank, job.local_size, client.set, client.get, address, wait)
     finally:
         client.close()

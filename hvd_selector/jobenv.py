@@ -177,16 +177,20 @@ def _mpi(env: Mapping[str, str], source: str, names: tuple[str, str, str, str]) 
     rank, size = _int(env, names[0]), _int(env, names[1])
     local_rank, local_size = _int(env, names[2], 0), _int(env, names[3], 1)
     if not env.get(ADDR_ENV, "").strip():
-        host, port = "", 0
-        if size > 1:
-            raise JobEnvError(
-                f"a Gloo build started by {source} needs the rendezvous address: export {ADDR_ENV}=host:port "
-                "(a port on rank 0's host) and a secret file to every rank, e.g. mpirun -x "
-                f"{ADDR_ENV} -x {SECRET_FILE_ENV}"
-            )
+        host, port = "", 0  # fine for MPI builds; a Gloo build asks for it (require_address)
     else:
         host, port = _address(env[ADDR_ENV], ADDR_ENV, None)
     return JobEnv(source, rank, size, local_rank, local_size, host, port, serve_store=True)
+
+
+def require_address(job: JobEnv) -> None:
+    """A Gloo rendezvous needs an address; MPI launchers do not give one."""
+    if not job.host:
+        raise JobEnvError(
+            f"a Gloo build started by {job.source} needs the rendezvous address: export {ADDR_ENV}=host:port "
+            f"(a port on rank 0's host) and a secret file to every rank, e.g. mpirun -x {ADDR_ENV} "
+            f"-x {SECRET_FILE_ENV}"
+        )
 
 
 def read_secret(env: Mapping[str, str], source: str) -> bytes:

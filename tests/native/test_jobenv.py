@@ -40,8 +40,10 @@ def test_mpi_envs() -> None:
     job = jobenv.discover(ompi)
     assert (job.rank, job.size, job.host, job.port) == (1, 2, "h0", 4000)
     hydra = {"PMI_RANK": "0", "PMI_SIZE": "4", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "2"}
+    job = jobenv.discover(hydra)  # an MPI build needs no address; a Gloo build is told to export one
+    assert (job.rank, job.size, job.local_size) == (0, 4, 2)
     with pytest.raises(jobenv.JobEnvError, match="HVD_SELECTOR_RENDEZVOUS_ADDR"):
-        jobenv.discover(hydra)
+        jobenv.require_address(job)
 
 
 def test_bad_values_are_one_line_errors() -> None:
