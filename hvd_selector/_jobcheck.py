@@ -24,6 +24,7 @@ def main() -> int:
         records = hvd._api.job_builds()
         if records:
             print(buildmix.format_mix(records), flush=True)
+    hvd.barrier()  # no rank closes its connections while another is still finishing init
     hvd.shutdown()
     return 0
 

@@ -25,15 +25,25 @@ def _needs_root_and_tools() -> None:
             pytest.skip(f"{tool} not installed (openssh-server, iproute2 in .ci/apt-packages.txt)")
 
 
-@pytest.fixture()
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[netns.Cluster]:
-    """Three fresh hosts per test (fault tests break theirs); torn down even on failure."""
+def _cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[netns.Cluster]:
     _needs_root_and_tools()
     c = netns.create(3, tmp_path_factory.mktemp("cluster"))
     try:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[netns.Cluster]:
+    """Three hosts shared by the tests that leave them intact; torn down even on failure."""
+    yield from _cluster(tmp_path_factory)
+
+
+@pytest.fixture()
+def fresh_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[netns.Cluster]:
+    """Three hosts of its own for a test that breaks them (fault tests)."""
+    yield from _cluster(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -61,20 +61,14 @@ def test_ssh_job_across_hosts(cluster: Cluster, v3_build: Build, tmp_path: Path)
     assert cluster.wait_clean(10) == {}
 
 
-def test_check_prints_build_mix(cluster: Cluster, v3_build: Build, pair: tuple[Build, Build], tmp_path: Path) -> None:
-    """``run --check`` prints the job's hosts and builds; with two targets, both show."""
+def test_check_prints_build_mix(cluster: Cluster, v3_build: Build) -> None:
+    """``run --check`` starts the ranks, exchanges builds and prints one line per host and build."""
     a, b = (h.address for h in cluster.hosts[1:])
-    proc = run_job(cluster, v3_build, launcher_argv(cluster, 2, f"{a}:1,{b}:1", "--check"), timeout=60)
+    proc = run_job(cluster, v3_build, launcher_argv(cluster, 3, f"{a}:2,{b}:1", "--check"), timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "job of 2 ranks:" in proc.stdout and proc.stdout.count("target=x86_64_v3") == 2, proc.stdout
-    # Hosts with different installs (here: a PYTHONPATH per namespace) run the same check module.
-    low, high = pair
-    check = per_host_pythonpath({a: low, b: high}) + f" exec {sys.executable} -m hvd_selector._jobcheck"
-    proc = run_job(cluster, v3_build, launcher_argv(cluster, 2, f"{a}:1,{b}:1", "sh", "-c", check), timeout=60)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"{a}: ranks 0" in proc.stdout and f"target={target(low)} " in proc.stdout, proc.stdout
-    assert f"{b}: ranks 1" in proc.stdout and f"target={target(high)} " in proc.stdout, proc.stdout
-    assert "compatible: yes" in proc.stdout
+    assert "job of 3 ranks:" in proc.stdout, proc.stdout
+    assert f"{a}: ranks 0,1 " in proc.stdout and f"{b}: ranks 2 " in proc.stdout, proc.stdout
+    assert proc.stdout.count("target=x86_64_v3") == 2 and "compatible: yes" in proc.stdout
 
 
 def per_host_pythonpath(builds: dict[str, Build]) -> str:
@@ -97,8 +91,11 @@ def test_heterogeneous_job_is_bitwise_identical(cluster: Cluster, pair: tuple[Bu
     line = f"{choose} exec {shlex.join(command)} {shlex.quote(str(mixed))} reduce16"
     proc = run_job(cluster, high, launcher_argv(cluster, 2, f"{a}:1,{b}:1", "sh", "-c", line))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    targets = [json.loads((mixed / f"rank{r}.json").read_text())["target"] for r in range(2)]
-    assert targets == [target(low), target(high)]
+    infos = [json.loads((mixed / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [i["target"] for i in infos] == [target(low), target(high)]
+    mix = infos[0]["mix"]  # what --check prints, from the exchange at init()
+    assert f"{a}: ranks 0 " in mix and f"target={target(low)} " in mix, mix
+    assert f"{b}: ranks 1 " in mix and f"target={target(high)} " in mix and "compatible: yes" in mix, mix
     proc = run_job(cluster, high, launcher_argv(cluster, 2, f"{a}:1,{b}:1", *command, str(single), "reduce16"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     for r in range(2):
@@ -172,8 +169,9 @@ def _survivors_raised(tmp_path: Path, survivors: list[int]) -> None:
 
 
 @pytest.mark.parametrize("fault", ["rank", "host", "link"])
-def test_fault(cluster: Cluster, v3_build: Build, tmp_path: Path, fault: str) -> None:
+def test_fault(fresh_cluster: Cluster, v3_build: Build, tmp_path: Path, fault: str) -> None:
     """Rank 3 (host 2) dies, host 2 dies, or host 2's link drops: survivors raise in time, launcher names it."""
+    cluster = fresh_cluster
     proc = _start_hang_job(cluster, v3_build, tmp_path)
     started = time.monotonic()
     victim = cluster.hosts[2]

@@ -66,6 +66,9 @@ if mode in ("reduce", "reduce16"):
     chunks.append(hvd.allgather(np.full((rank + 1, 2), rank, np.float32)).tobytes())
     (out_dir / f"rank{rank}.bin").write_bytes(b"".join(chunks))
     info["secret_in_ps"] = secret_in_ps()
+    from hvd_selector import buildmix
+
+    info["mix"] = buildmix.format_mix(hvd._api.job_builds())
     (out_dir / f"rank{rank}.json").write_text(json.dumps(info))
 elif mode == "hang":
     (out_dir / f"pid{rank}").write_text(str(os.getpid()))
