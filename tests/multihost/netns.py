@@ -10,6 +10,7 @@ deletes the namespaces.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SUBNET = "10.77.{n}"
+_SERIAL = itertools.count()
 
 
 def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -128,8 +130,9 @@ Host 10.77.*
 
 def create(count: int, tmp: Path) -> Cluster:
     """``count`` hosts 10.77.<n>.1.. on one bridge; sshd answering on each."""
-    tag = f"mh{os.getpid() % 100000}"
-    n = os.getpid() % 250
+    serial = next(_SERIAL)  # several clusters may live at once (a shared one, a fresh one)
+    tag = f"mh{os.getpid() % 100000}c{serial}"
+    n = (os.getpid() + 17 * serial) % 250
     cluster = Cluster(tag, tmp)
     tmp.mkdir(parents=True, exist_ok=True)
     try:
