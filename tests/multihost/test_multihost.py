@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -192,3 +193,36 @@ def test_fault(fresh_cluster: Cluster, v3_build: Build, tmp_path: Path, fault: s
     if fault == "link":  # the cut-off ranks time out on their own; then their host is empty too
         sh("ip", "-n", victim.name, "link", "set", victim.veth, "up")
     assert cluster.wait_clean(TIMEOUT + 10) == {}, "processes left behind"
+
+
+def test_mpirun_starts_a_gloo_build_across_hosts(cluster: Cluster, v3_build: Build, tmp_path: Path) -> None:
+    """Open MPI's mpirun (its orted over ssh) starts the ranks; they rendezvous through rank 0's store."""
+    if not shutil.which("mpirun.openmpi"):
+        pytest.skip("openmpi-bin not installed")
+    a, b = (h.address for h in cluster.hosts[1:])
+    key = tmp_path / "key"
+    key.write_text(os.urandom(32).hex())
+    key.chmod(0o600)
+    env = v3_build.env(
+        HVD_SELECTOR_RENDEZVOUS_ADDR=f"{a}:29600", HVD_SELECTOR_SECRET_FILE=str(key),
+        OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+    )  # fmt: skip
+    subnet = a.rsplit(".", 1)[0] + ".0/24"
+    argv = cluster.hosts[0].exec_argv(
+        "mpirun.openmpi", "-np", "4", "--host", f"{a}:2,{b}:2",
+        "--mca", "plm_rsh_agent", f"ssh -F {cluster.ssh_config}", "--mca", "oob_tcp_if_include", subnet,
+        "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", subnet,
+        "-x", "PYTHONPATH", "-x", "HVD_SELECTOR_RENDEZVOUS_ADDR", "-x", "HVD_SELECTOR_SECRET_FILE",
+        sys.executable, str(WORKER), str(tmp_path), "reduce",
+    )  # fmt: skip
+    proc = subprocess.run(argv, cwd=WORKER.parent, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    infos = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(4)]
+    assert [(i["rank"], i["local_rank"], i["local_size"]) for i in infos] == [
+        (0, 0, 2),
+        (1, 1, 2),
+        (2, 0, 2),
+        (3, 1, 2),
+    ]
+    assert len({(tmp_path / f"rank{r}.bin").read_bytes() for r in range(4)}) == 1
+    assert cluster.wait_clean(10) == {}
