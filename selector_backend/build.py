@@ -27,12 +27,9 @@ from .variant import Variant, format_variant
 
 BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.0", "cmake>=3.24", "ninja")
 NCCL_WHEEL = {"12": "nvidia-nccl-cu12", "13": "nvidia-nccl-cu13"}
-GLOO_CONFIG_GLOBS = (
-    "/usr/share/cmake/Gloo/GlooConfig.cmake",
-    "/usr/lib/*/cmake/Gloo/GlooConfig.cmake",
-    "/usr/local/share/cmake/Gloo/GlooConfig.cmake",
-    "/usr/local/lib/cmake/Gloo/GlooConfig.cmake",
-)
+#: Where GlooConfig.cmake sits under a prefix (CMake's config-mode search layouts).
+GLOO_CONFIG_UNDER_PREFIX = ("share/cmake/Gloo", "lib*/cmake/Gloo", "lib/*/cmake/Gloo")
+GLOO_SYSTEM_PREFIXES = ("/usr", "/usr/local")
 
 
 def log(message: str) -> None:
@@ -61,15 +58,24 @@ def _which_any(*names: str) -> str | None:
     return None
 
 
+def gloo_config_found(environ: Mapping[str, str]) -> bool:
+    """GlooConfig.cmake where find_package(Gloo) looks: Gloo_DIR, under a CMAKE_PREFIX_PATH
+    entry (a Spack build hands the Gloo it built that way), or a system prefix."""
+    gloo_dir = environ.get("Gloo_DIR")
+    if gloo_dir and os.path.isfile(os.path.join(gloo_dir, "GlooConfig.cmake")):
+        return True
+    prefixes = [p for p in environ.get("CMAKE_PREFIX_PATH", "").split(os.pathsep) if p] + list(GLOO_SYSTEM_PREFIXES)
+    return any(glob.glob(os.path.join(p, d, "GlooConfig.cmake")) for p in prefixes for d in GLOO_CONFIG_UNDER_PREFIX)
+
+
 def missing_toolchain(variant: Variant) -> list[str]:
     """Each missing tool or library, phrased as what to install."""
     problems = []
     if not _which_any(os.environ.get("CXX", ""), "c++", "g++", "clang++"):
         problems.append("a C++17 compiler (apt install g++, or set CXX)")
     uses = {*variant.values_of("tensor_ops"), *variant.values_of("controllers")}
-    gloo_dir = os.environ.get("Gloo_DIR")  # noqa: SIM112 (CMake's own variable name)
-    if "gloo" in uses and not (gloo_dir or any(glob.glob(p) for p in GLOO_CONFIG_GLOBS)):
-        problems.append("Gloo (apt install libgloo-dev, or recipes/gloo/; or set Gloo_DIR)")
+    if "gloo" in uses and not gloo_config_found(os.environ):
+        problems.append("Gloo (apt install libgloo-dev, or recipes/gloo/; or set Gloo_DIR or CMAKE_PREFIX_PATH)")
     if "mpi" in uses and not _which_any(os.environ.get("MPICC", ""), "mpicc"):
         problems.append("MPI with mpicc (pip install mpich, or apt install libmpich-dev; see recipes/mpi/)")
     if variant["cuda"] != "none" and not _which_any(os.environ.get("CUDACXX", ""), "nvcc", "/usr/local/cuda/bin/nvcc"):

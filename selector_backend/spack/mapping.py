@@ -240,8 +240,34 @@ def _line_for_archs(archs: AxisValue, catalog: Catalog) -> str | None:
     return None
 
 
+#: Multi-valued variants printed ``name:=value``: ``name=value`` is a lower bound in Spack
+#: (it may add values, e.g. ``controllers=mpi`` becoming ``mpi,gloo``). cuda_arch keeps ``=``:
+#: its default is none and CudaPackage's conflicts hold it.
+EXACT_VARIANTS = ("controllers", "frameworks")
+
+
+def gpu_dependencies(variant: Mapping[str, AxisValue]) -> tuple[SpackSpec, ...]:
+    """``^nccl cuda_arch=N`` and ``^py-torch cuda_arch=N`` for a CUDA build.
+
+    Spack's py-horovod does not hand its cuda_arch to nccl or py-torch, and a CudaPackage
+    with +cuda and no cuda_arch conflicts, so without these the spec does not concretize.
+    """
+    archs = variant["cuda_arch"] if isinstance(variant["cuda_arch"], tuple) else (str(variant["cuda_arch"]),)
+    if str(variant["cuda"]) == "none" or archs == ("none",):
+        return ()
+    arch = (("cuda_arch", archs),)
+    deps = []
+    if variant["tensor_ops"] == "nccl":
+        deps.append(SpackSpec(name="nccl", variants=arch))
+    frameworks = variant["frameworks"]
+    if "pytorch" in (frameworks if isinstance(frameworks, tuple) else (str(frameworks),)):
+        deps.append(SpackSpec(name="py-torch", variants=arch))
+    return tuple(deps)
+
+
 def variant_to_spec(variant: Mapping[str, AxisValue], package: str, version: str | None) -> SpackSpec:
-    """The Spack spec that builds ``variant`` (pins ^cuda@LINE so the driver fits)."""
+    """The Spack spec that builds ``variant``: ^cuda@LINE so the driver fits, the GPU
+    dependencies' cuda_arch, exact multi-valued variants."""
     values = dict(variant)
     cuda = str(values["cuda"])
     spack_variants: list[tuple[str, SpackValue]] = [("cuda", cuda != "none")]
@@ -257,7 +283,8 @@ def variant_to_spec(variant: Mapping[str, AxisValue], package: str, version: str
         version=version or None,
         variants=tuple(spack_variants),
         target=str(values["target"]),
-        dependencies=deps,
+        dependencies=deps + gpu_dependencies(values),
+        exact=EXACT_VARIANTS,
     )
 
 

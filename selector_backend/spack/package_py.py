@@ -14,15 +14,29 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from packaging.version import parse as parse_version
 
 from .. import targets
 from ..catalog import Catalog
 from ..errors import InputError
+from ..tomlfile import load_toml
 
 #: Spack variants that are catalog axes of the same name (cuda/cuda_arch are CudaPackage's).
 PLAIN_VARIANTS = ("frameworks", "controllers", "tensor_ops")
+
+#: Where Spack fetches the source: the project's git repository (the ``main`` branch, and a
+#: ``v<version>`` tag for a catalog version whose sdist is not published yet). The name is the
+#: distribution's; the sdists in spack/sdists.toml come from PyPI with their sha256.
+GIT_URL = "https://github.com/hvd-selector/hvd-selector.git"
+HOMEPAGE = "https://github.com/hvd-selector/hvd-selector"
+
+#: Lower bounds the build needs (CMakeLists.txt, native/nccl, pyproject's build requires).
+NCCL_MIN = "2.19"
+NANOBIND_MIN = "2"
 
 
 class Directive(NamedTuple):
@@ -185,9 +199,42 @@ def _value_text(value: Any) -> str:
     return ",".join(value) if isinstance(value, tuple) else str(value)
 
 
+def sdists_path(catalog: Catalog, repo: Path | None = None) -> Path:
+    root = repo if repo is not None else catalog.path.parent.parent / "spack"
+    return root / "sdists.toml"
+
+
+def load_sdists(path: Path) -> dict[str, str]:
+    """version -> sha256 of each published sdist; a missing file means none is published."""
+    if not path.is_file():
+        return {}
+    table = load_toml(path).data.get("sdists", {})
+    if not isinstance(table, dict):
+        raise InputError(f"{path}: [sdists] must be a table of version = sha256")
+    for version, sha in table.items():
+        if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+            raise InputError(f"{path}: sdist {version}: {sha!r} is not a lowercase hex sha256")
+    return dict(table)
+
+
+def version_calls(catalog: Catalog, sdists: Mapping[str, str]) -> list[tuple[str, dict[str, str]]]:
+    """main from git, then every published sdist with its sha256, newest first; the catalog's
+    own version as a git tag until its sdist is published."""
+    calls: list[tuple[str, dict[str, str]]] = [("main", {"branch": "main"})]
+    published = dict(sdists)
+    if catalog.version not in published:
+        calls.append((catalog.version, {"tag": f"v{catalog.version}"}))
+    for version in sorted(published, key=parse_version, reverse=True):
+        calls.append((version, {"sha256": published[version]}))
+    return calls
+
+
 # ------------------------------------------------------------------ render
-def render_package(catalog: Catalog) -> str:
-    """The whole package.py; deterministic, so a test can compare it byte for byte."""
+def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) -> str:
+    """The whole package.py; deterministic, so a test can compare it byte for byte.
+
+    ``sdists`` (version -> sha256) defaults to the project's spack/sdists.toml.
+    """
     axes = catalog.axes
     cls = class_name(catalog.spack_package)
     order = {a: axes[a].values for a in ("cuda_arch", "controllers", "frameworks")}
@@ -246,6 +293,36 @@ def render_package(catalog: Catalog) -> str:
         '    return {HVD_CMAKE[a]: v if isinstance(v, str) else ",".join(v) for a, v in values.items()}',
         "",
         "",
+        "def hvd_libraries(values):",
+        '    """The Spack dependencies whose prefixes the build of these values needs, in a fixed order."""',
+        '    uses = {values["tensor_ops"], *values["controllers"]}',
+        '    libraries = [name for name in ("gloo", "mpi", "nccl") if name in uses]',
+        '    return libraries + (["cuda"] if values["cuda"] != "none" else [])',
+        "",
+        "",
+        "def hvd_dependency_settings(values, prefixes, mpicc, cmake):",
+        '    """Environment and -D definitions that point the build at the dependencies Spack built.',
+        "",
+        "    prefixes maps each of hvd_libraries(values) to its install prefix, mpicc is the MPI's",
+        "    compiler wrapper (None without MPI), cmake Spack's cmake. CMAKE_PREFIX_PATH finds Gloo",
+        "    (CMake and the backend's toolchain check), link-path RPATHs keep the libraries found at",
+        "    run time, and CMAKE_EXECUTABLE stops scikit-build-core preferring a cmake module of the",
+        "    Python prefix. Returns (variables to set, CMAKE_PREFIX_PATH entries, definitions).",
+        '    """',
+        "    libraries = hvd_libraries(values)",
+        '    env = {"CMAKE_EXECUTABLE": cmake}',
+        '    defines = {"CMAKE_INSTALL_RPATH_USE_LINK_PATH": "ON"}',
+        '    if "mpi" in libraries:',
+        '        env["MPICC"] = mpicc',
+        '        defines["MPI_C_COMPILER"] = mpicc',
+        '    if "nccl" in libraries:',
+        '        env["HVD_NCCL_HOME"] = prefixes["nccl"]',
+        '    if "cuda" in libraries:',
+        '        env["CUDACXX"] = prefixes["cuda"] + "/bin/nvcc"',
+        '        env["CUDAToolkit_ROOT"] = prefixes["cuda"]',
+        "    return env, [prefixes[name] for name in libraries], defines",
+        "",
+        "",
         f"class {cls}(PythonPackage, CudaPackage):",
         '    """Horovod-style collectives (allreduce, allgather, broadcast) over Gloo, MPI and NCCL.',
         "",
@@ -255,12 +332,19 @@ def render_package(catalog: Catalog) -> str:
         f"    Build from a checkout: spack develop --path /path/to/checkout {catalog.spack_package}@={catalog.version}",
         '    """',
         "",
+        f'    homepage = "{HOMEPAGE}"',
         f'    pypi = "{catalog.name}/{catalog.name.replace("-", "_")}-{catalog.version}.tar.gz"',
+        f'    git = "{GIT_URL}"',
         "",
         '    license("Apache-2.0")',
         "",
-        "    # no sha256 until the sdist is published: spack develop, or spack install --no-checksum",
-        f'    version("{catalog.version}")',
+        "    # main from git; published sdists with their sha256 (spack/sdists.toml); the catalog",
+        "    # version as its git tag until its sdist is published",
+    ]
+    published = sdists if sdists is not None else load_sdists(sdists_path(catalog))
+    for version, kwargs in version_calls(catalog, published):
+        lines += _fmt(_Call("version", (("", version), *kwargs.items())), 4)
+    lines += [
         "",
     ]
     for name in reversed(PLAIN_VARIANTS):
@@ -278,13 +362,14 @@ def render_package(catalog: Catalog) -> str:
         lines += _fmt(call, 4)
     lines += [
         "    # cuda and cuda_arch are CudaPackage's: refuse the archs the catalog does not build, and",
-        "    # per CUDA line the archs it cannot build, and NCCL for the same archs (a loop: Spack",
-        "    # versions know different archs)",
+        "    # per CUDA line the archs it cannot build; NCCL and PyTorch for the same archs (a loop:",
+        "    # Spack versions know different archs)",
         "    for _arch in CudaPackage.cuda_arch_values:",
         '        if _arch not in HVD_VALUE_ORDER["cuda_arch"]:',
         '            conflicts(f"cuda_arch={_arch}", msg="not a cuda_arch of the hvd-selector catalog")',
         "            continue",
         '        depends_on(f"nccl+cuda cuda_arch={_arch}", when=f"tensor_ops=nccl cuda_arch={_arch}")',
+        '        depends_on(f"py-torch+cuda cuda_arch={_arch}", when=f"frameworks=pytorch cuda_arch={_arch}")',
         "        for _line, _line_archs in HVD_CUDA_LINES.items():",
         "            if _arch not in _line_archs:",
         '                msg = f"CUDA {_line} cannot build cuda_arch {_arch}"',
@@ -296,18 +381,22 @@ def render_package(catalog: Catalog) -> str:
         '    depends_on("cxx", type="build")',
         '    depends_on("python@3.10:", type=("build", "run"))',
         '    depends_on("cmake@3.24:", type="build")',
+        "    # 0.10: CMAKE_EXECUTABLE picks Spack's cmake over a cmake module in the Python prefix",
         '    depends_on("py-scikit-build-core@0.10:", type="build")',
-        '    depends_on("py-nanobind", type="build")',
+        f'    depends_on("py-nanobind@{NANOBIND_MIN}:", type="build")',
         "    # the CMake project asks `python -m selector_backend cmake-config` for the flags",
         '    depends_on("py-packaging@22:", type=("build", "run"))',
         '    depends_on("py-archspec@0.2.5:", type=("build", "run"))',
+        "    # selector_backend reads TOML with tomllib, or tomli before Python 3.11",
+        '    depends_on("py-tomli", type=("build", "run"), when="^python@:3.10")',
         '    depends_on("py-numpy@1.23:", type=("build", "run"))',
         '    depends_on("py-nvidia-ml-py", type="run")',
+        '    depends_on("py-torch", type="run", when="frameworks=pytorch")',
         '    depends_on("mpi", when="controllers=mpi")',
         '    depends_on("mpi", when="tensor_ops=mpi")',
         '    depends_on("gloo", when="controllers=gloo")',
         '    depends_on("gloo", when="tensor_ops=gloo")',
-        '    depends_on("nccl", when="tensor_ops=nccl")',
+        f'    depends_on("nccl@{NCCL_MIN}:", when="tensor_ops=nccl")',
         f'    depends_on("{cuda_dependency(catalog)}", when="+cuda")',
         "",
     ]
@@ -329,12 +418,25 @@ def render_package(catalog: Catalog) -> str:
         "        )",
         "",
         "    def setup_build_environment(self, env):",
+        '        """The variant for the backend and CMake, and where Spack put each library it links."""',
         "        values = self.hvd_variant()",
         '        text = " ".join(f"{a}={v if isinstance(v, str) else \',\'.join(v)}" for a, v in values.items())',
         '        env.set("HVD_SELECTOR_VARIANT", text)',
         '        env.set("HVD_SELECTOR_BUILD_POLICY", "always-build")',
         '        env.set("HVD_SELECTOR_OFFLINE", "1")',
         "        defines = hvd_cmake_defines(values)",
+        "        libraries = hvd_libraries(values)",
+        "        prefixes = {name: str(self.spec[name].prefix) for name in libraries}",
+        "        mpicc = None",
+        '        if "mpi" in libraries:',
+        '            mpicc = getattr(self.spec["mpi"], "mpicc", None) or prefixes["mpi"] + "/bin/mpicc"',
+        '        cmake = str(self.spec["cmake"].prefix.bin.cmake)',
+        "        variables, prefix_path, dependency_defines = hvd_dependency_settings(values, prefixes, mpicc, cmake)",
+        "        for key, value in variables.items():",
+        "            env.set(key, value)",
+        "        for prefix in reversed(prefix_path):",
+        '            env.prepend_path("CMAKE_PREFIX_PATH", prefix)',
+        "        defines.update(dependency_defines)",
         '        env.set("SKBUILD_CMAKE_DEFINE", ";".join(f"{k}={v}" for k, v in defines.items()))',
         "",
     ]
@@ -347,6 +449,7 @@ class _Read(NamedTuple):
     cls: str | None
     bases: tuple[str, ...]
     calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]]
+    attributes: dict[str, Any]
 
 
 def _literal(node: ast.expr) -> Any:
@@ -367,6 +470,7 @@ def read_package(path: Path) -> _Read:
     cls = None
     bases: tuple[str, ...] = ()
     calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+    attributes: dict[str, Any] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             with contextlib.suppress(ValueError):
@@ -375,6 +479,9 @@ def read_package(path: Path) -> _Read:
             cls = node.name
             bases = tuple(b.id for b in node.bases if isinstance(b, ast.Name))
             for stmt in node.body:
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                    with contextlib.suppress(ValueError):
+                        attributes[stmt.targets[0].id] = ast.literal_eval(stmt.value)
                 if (
                     isinstance(stmt, ast.Expr)
                     and isinstance(stmt.value, ast.Call)
@@ -387,7 +494,7 @@ def read_package(path: Path) -> _Read:
                     except ValueError:
                         raise InputError(f"{path}:{call.lineno}: {name}() arguments must be literals") from None
                     calls.append((name, args, kwargs))
-    return _Read(constants, cls, bases, calls)
+    return _Read(constants, cls, bases, calls, attributes)
 
 
 def _restricts_cuda_arch(path: Path) -> bool:
@@ -407,7 +514,38 @@ def _restricts_cuda_arch(path: Path) -> bool:
     return False
 
 
-def check_package(path: Path, catalog: Catalog) -> list[str]:
+def _source_problems(read: _Read, catalog: Catalog, sdists: Mapping[str, str]) -> list[str]:
+    """A fetchable source: the git repository, main, the catalog version, every published sdist."""
+    problems = []
+    if read.attributes.get("git") != GIT_URL:
+        problems.append(f"git = {read.attributes.get('git')!r}, expected {GIT_URL!r}")
+    got = [(args[0], kwargs) for kind, args, kwargs in read.calls if kind == "version" and args]
+    want = version_calls(catalog, sdists)
+    if got != want:
+        problems.append(f"versions {got} != {want} (main, the catalog version, spack/sdists.toml)")
+    return problems
+
+
+#: (spec, when) of dependencies whose bounds or conditions the build relies on.
+REQUIRED_DEPENDENCIES = (
+    (f"nccl@{NCCL_MIN}:", "tensor_ops=nccl"),
+    (f"py-nanobind@{NANOBIND_MIN}:", None),
+    ("py-tomli", "^python@:3.10"),
+    ("py-torch", "frameworks=pytorch"),
+    ("gloo", "controllers=gloo"),
+    ("gloo", "tensor_ops=gloo"),
+    ("mpi", "controllers=mpi"),
+    ("mpi", "tensor_ops=mpi"),
+)
+
+
+def _dependency_problems(read: _Read) -> list[str]:
+    deps = {(args[0], kwargs.get("when")) for kind, args, kwargs in read.calls if kind == "depends_on" and args}
+    missing = [(spec, when) for spec, when in REQUIRED_DEPENDENCIES if (spec, when) not in deps]
+    return [f"no depends_on({spec!r}, when={when!r})" for spec, when in missing]
+
+
+def check_package(path: Path, catalog: Catalog, sdists: Mapping[str, str] | None = None) -> list[str]:
     """Every disagreement between package.py and the catalog ([] when none)."""
     if not path.is_file():
         return [f"{path} does not exist"]
@@ -419,9 +557,8 @@ def check_package(path: Path, catalog: Catalog) -> list[str]:
     for base in ("PythonPackage", "CudaPackage"):
         if base not in read.bases:
             problems.append(f"class does not derive from {base}")
-    versions = [args[0] for kind, args, _ in read.calls if kind == "version" and args]
-    if catalog.version not in versions:
-        problems.append(f"no version({catalog.version!r}) (catalog [package].version)")
+    problems += _source_problems(read, catalog, sdists if sdists is not None else load_sdists(sdists_path(catalog)))
+    problems += _dependency_problems(read)
     variants = {args[0]: kwargs for kind, args, kwargs in read.calls if kind == "variant" and args}
     for name in PLAIN_VARIANTS:
         axis = catalog.axes[name]

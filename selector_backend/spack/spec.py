@@ -4,7 +4,8 @@
 %gcc@13.2.0 ^cuda@12.4`` parses into a ``SpackSpec`` and prints back. The
 ``name=value``, ``name:=value`` and ``name==value`` forms all mean the same
 value here (``:=`` is Spack's exact form, ``==`` propagates to dependencies,
-neither changes what the binary is). Anything else is an InputError naming
+neither changes what the binary is); ``:=`` is remembered so the spec prints
+back with it. Anything else is an InputError naming
 the spec and the column, never a guess.
 """
 
@@ -51,6 +52,8 @@ class SpackSpec:
     compiler: str | None = None
     hash: str | None = None
     dependencies: tuple[SpackSpec, ...] = field(default=())
+    #: Variants written ``name:=value``: Spack takes exactly these values, never more.
+    exact: tuple[str, ...] = ()
 
     def variant(self, name: str) -> SpackValue | None:
         for key, value in self.variants:
@@ -65,17 +68,17 @@ class SpackSpec:
         return format_spec(self)
 
 
-def format_value(value: SpackValue, name: str) -> str:
+def format_value(value: SpackValue, name: str, exact: bool = False) -> str:
     if isinstance(value, bool):
         return f"{'+' if value else '~'}{name}"
-    return f"{name}={','.join(value)}"
+    return f"{name}{':=' if exact else '='}{','.join(value)}"
 
 
 def format_spec(spec: SpackSpec) -> str:
     """Spack syntax, space separated: name@version variants arch %compiler ^deps."""
     head = (spec.name or "") + (f"@{spec.version}" if spec.version else "")
     parts = [head] if head else []
-    parts += [format_value(v, k) for k, v in spec.variants]
+    parts += [format_value(v, k, k in spec.exact) for k, v in spec.variants]
     parts += [f"{key}={getattr(spec, key)}" for key in ARCH_KEYS if getattr(spec, key)]
     if spec.compiler:
         parts.append(f"%{spec.compiler}")
@@ -103,6 +106,7 @@ class _Builder:
         self.where = where
         self.fields: dict[str, str | None] = {}
         self.variants: dict[str, SpackValue] = {}
+        self.exact: list[str] = []
 
     def set_field(self, key: str, value: str) -> None:
         if self.fields.get(key) is not None:
@@ -125,6 +129,7 @@ class _Builder:
             target=f.get("target"),
             compiler=f.get("compiler"),
             hash=f.get("hash"),
+            exact=tuple(self.exact),
         )
 
 
@@ -142,7 +147,7 @@ def _tokens(text: str, where: str) -> Iterator[re.Match[str]]:
             yield match
 
 
-def _apply_kv(node: _Builder, key: str, raw: str, where: str) -> None:
+def _apply_kv(node: _Builder, key: str, raw: str, where: str, exact: bool = False) -> None:
     value = _unquote(raw)
     if not value:
         raise InputError(f"{where}: {key}= has no value")
@@ -159,6 +164,8 @@ def _apply_kv(node: _Builder, key: str, raw: str, where: str) -> None:
         if not values:
             raise InputError(f"{where}: {key}= has no value")
         node.set_variant(key, values)
+        if exact:
+            node.exact.append(key)
 
 
 def parse_spec(text: str, where: str | None = None) -> SpackSpec:
@@ -189,7 +196,7 @@ def parse_spec(text: str, where: str | None = None) -> SpackSpec:
             sign, name = tok.group("sign"), tok.group("flag_name")
             node.set_variant(name, sign.startswith("+"))
         elif tok.group("kv"):
-            _apply_kv(node, tok.group("key"), tok.group("value") or "", where)
+            _apply_kv(node, tok.group("key"), tok.group("value") or "", where, tok.group("op") == ":=")
         elif tok.group("compiler"):
             version = tok.group("compiler_version")
             node.set_field("compiler", tok.group("compiler_name") + (f"@{version}" if version else ""))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import os
 import shutil
 import subprocess
 import sys
@@ -20,14 +21,18 @@ from pathlib import Path
 import pytest
 
 from selector_backend import targets
+from selector_backend.build import gloo_config_found
 from selector_backend.catalog import load_catalog
 from selector_backend.cli import main
 from selector_backend.cmake_config import cmake_defines
+from selector_backend.errors import InputError
 from selector_backend.settings import load_settings
 from selector_backend.spack.package_py import (
+    GIT_URL,
     Directive,
     check_package,
     line_directives,
+    load_sdists,
     package_path,
     read_package,
     render_package,
@@ -199,16 +204,31 @@ class _Spec:
         raise AssertionError(cond)
 
     def __getitem__(self, name):
-        assert name == "cuda"
-        return types.SimpleNamespace(version=_Version(self.cuda_version))
+        prefix = _Prefix(f"/spack/opt/{name}-hash")
+        if name == "cuda":
+            return types.SimpleNamespace(version=_Version(self.cuda_version), prefix=prefix)
+        if name == "mpi":  # Spack's MPI providers set spec.mpicc in setup_dependent_package
+            return types.SimpleNamespace(prefix=prefix, mpicc=f"{prefix}/bin/mpicc")
+        return types.SimpleNamespace(prefix=prefix)
+
+
+class _Prefix(str):
+    """Spack's Prefix: a str whose attributes are subdirectories."""
+
+    def __getattr__(self, name):
+        return _Prefix(f"{self}/{name}")
 
 
 class _Env:
     def __init__(self):
         self.values = {}
+        self.prepended = {}
 
     def set(self, key, value):
         self.values[key] = str(value)
+
+    def prepend_path(self, key, value):
+        self.prepended.setdefault(key, []).insert(0, str(value))
 
 
 def test_file_imports_under_spack_and_declares_what_the_ast_sees(package_module, catalog):
@@ -233,7 +253,15 @@ def test_file_imports_under_spack_and_declares_what_the_ast_sees(package_module,
     # Spack's nccl is a CudaPackage too: it gets the same archs
     nccl = {(a[0], kw["when"]) for n, a, kw in stub.calls if n == "depends_on" and a[0].startswith("nccl+cuda")}
     assert nccl == {(f"nccl+cuda cuda_arch={a}", f"tensor_ops=nccl cuda_arch={a}") for a in catalog_archs}
-    assert [(n, a) for n, a, _ in stub.calls if n == "version"] == [("version", ("0.1.0",))]
+    # fetchable: main from git, the unpublished catalog version as its git tag
+    assert [(a, kw) for n, a, kw in stub.calls if n == "version"] == [
+        (("main",), {"branch": "main"}),
+        (("0.1.0",), {"tag": "v0.1.0"}),
+    ]
+    assert module.PyHvdSelector.git == GIT_URL and GIT_URL.startswith("https://")
+    # PyTorch built for the same archs as the GPU build
+    torch = {(a[0], kw["when"]) for n, a, kw in stub.calls if n == "depends_on" and a[0].startswith("py-torch+cuda")}
+    assert torch == {(f"py-torch+cuda cuda_arch={a}", f"frameworks=pytorch cuda_arch={a}") for a in catalog_archs}
     assert module.PyHvdSelector.__name__ == "PyHvdSelector"
 
 
@@ -266,7 +294,7 @@ def test_build_environment_gives_cmake_defines_of_every_prebuilt_variant(package
             )
             want["HVD_TARGET"] = best
         got = dict(item.split("=", 1) for item in env.values["SKBUILD_CMAKE_DEFINE"].split(";"))
-        assert got == want
+        assert {k: got[k] for k in want} == want
         parsed = catalog.parse_variant(env.values["HVD_SELECTOR_VARIANT"])
         assert cmake_defines(parsed, catalog) == want
         assert env.values["HVD_SELECTOR_BUILD_POLICY"] == "always-build"
@@ -317,3 +345,105 @@ def test_checker_requires_the_cuda_arch_restriction(tmp_path, catalog):
     path = tmp_path / "package.py"
     path.write_text(text)
     assert any("restricting CudaPackage.cuda_arch_values" in p for p in check_package(path, catalog))
+
+
+# ------------------------------------------------------------------ where Spack's dependencies are
+def _libraries_used(variant):
+    """Independently of the file: the libraries a variant links, and CUDA for a GPU build."""
+    uses = {*variant.values_of("tensor_ops"), *variant.values_of("controllers")}
+    return {lib for lib in ("gloo", "mpi", "nccl") if lib in uses} | ({"cuda"} if variant["cuda"] != "none" else set())
+
+
+def test_every_library_the_variant_uses_reaches_cmake_with_link_path_rpaths(package_module, catalog):
+    module, _ = package_module
+    seen = set()
+    for variant in catalog.prebuilt_variants():
+        cuda = None if variant["cuda"] == "none" else catalog.cuda_lines[str(variant["cuda"])].toolkit + ".1"
+        pkg = module.PyHvdSelector()
+        pkg.spec = _Spec(
+            str(variant["target"]),
+            cuda,
+            {
+                "tensor_ops": variant["tensor_ops"],
+                "controllers": variant.values_of("controllers"),
+                "frameworks": variant.values_of("frameworks"),
+                "cuda_arch": variant.values_of("cuda_arch"),
+            },
+        )
+        env = _Env()
+        pkg.setup_build_environment(env)
+        used = _libraries_used(variant)
+        seen |= used
+        prefixes = env.prepended.get("CMAKE_PREFIX_PATH", [])
+        assert sorted(prefixes) == sorted(f"/spack/opt/{lib}-hash" for lib in used), variant
+        defines = dict(item.split("=", 1) for item in env.values["SKBUILD_CMAKE_DEFINE"].split(";"))
+        # RPATHs to every linked library outside the build tree (spack verify libraries)
+        assert defines["CMAKE_INSTALL_RPATH_USE_LINK_PATH"] == "ON"
+        # scikit-build-core runs Spack's cmake, not a cmake module of the Python prefix
+        assert env.values["CMAKE_EXECUTABLE"] == "/spack/opt/cmake-hash/bin/cmake"
+        assert ("MPI_C_COMPILER" in defines) == ("mpi" in used)
+        if "mpi" in used:
+            assert defines["MPI_C_COMPILER"] == env.values["MPICC"] == "/spack/opt/mpi-hash/bin/mpicc"
+        assert env.values.get("HVD_NCCL_HOME") == ("/spack/opt/nccl-hash" if "nccl" in used else None)
+        assert env.values.get("CUDACXX") == ("/spack/opt/cuda-hash/bin/nvcc" if cuda else None)
+    assert seen == {"gloo", "mpi", "nccl", "cuda"}  # the prebuilt variants cover every library
+
+
+def test_backend_toolchain_check_finds_the_gloo_spack_hands_over(package_module, tmp_path, monkeypatch):
+    """The pre-check must accept a Gloo that is only on CMAKE_PREFIX_PATH (not on system paths)."""
+    module, _ = package_module
+    values = {"tensor_ops": "gloo", "controllers": ("gloo",), "cuda": "none"}
+    gloo = tmp_path / "gloo-2023-12-03-abc"
+    env_vars, prefix_path, _ = module.hvd_dependency_settings(values, {"gloo": str(gloo)}, None, "/usr/bin/cmake")
+    monkeypatch.setattr("selector_backend.build.GLOO_SYSTEM_PREFIXES", ())  # as if no libgloo-dev
+    environ = {**env_vars, "CMAKE_PREFIX_PATH": os.pathsep.join(prefix_path)}
+    assert not gloo_config_found(environ)  # the prefix holds no Gloo yet
+    for layout in ("share/cmake/Gloo", "lib64/cmake/Gloo", "lib/x86_64-linux-gnu/cmake/Gloo"):
+        config = gloo / layout / "GlooConfig.cmake"
+        config.parent.mkdir(parents=True)
+        config.write_text("# Gloo\n")
+        assert gloo_config_found(environ), layout
+        config.unlink()
+    assert gloo_config_found({"Gloo_DIR": str(config.parent)}) is False
+    config.write_text("# Gloo\n")
+    assert gloo_config_found({"Gloo_DIR": str(config.parent)})
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "problem"),
+    [
+        ('"nccl@2.19:"', '"nccl"', "no depends_on('nccl@2.19:', when='tensor_ops=nccl')"),
+        ('"py-nanobind@2:"', '"py-nanobind"', "no depends_on('py-nanobind@2:', when=None)"),
+        ('when="^python@:3.10"', 'when="^python@:3.9"', "no depends_on('py-tomli', when='^python@:3.10')"),
+        ('"py-torch", type="run"', '"py-tensorflow", type="run"', "no depends_on('py-torch'"),
+        ('git = "https://', 'git = "http://', "git = 'http://"),
+        ('version("main", branch="main")', "", "versions"),
+        ('version("0.1.0", tag="v0.1.0")', 'version("0.1.0")', "versions"),
+    ],
+)
+def test_checker_catches_a_lost_bound_or_source(tmp_path, catalog, old, new, problem):
+    text = PACKAGE.read_text()
+    assert old in text
+    path = tmp_path / "package.py"
+    path.write_text(text.replace(old, new, 1))
+    problems = check_package(path, catalog)
+    assert any(problem in p for p in problems), problems
+
+
+def test_published_sdists_become_checksummed_versions(tmp_path, catalog):
+    sha = "ab" * 32
+    sdists = tmp_path / "sdists.toml"
+    sdists.write_text(f'[sdists]\n"0.0.9" = "{"cd" * 32}"\n"{catalog.version}" = "{sha}"\n')
+    published = load_sdists(sdists)
+    text = render_package(catalog, published)
+    assert f'version("{catalog.version}", sha256="{sha}")' in text
+    assert f'tag="v{catalog.version}"' not in text  # published: the sdist, not the tag
+    assert text.index(f'version("{catalog.version}"') < text.index('version("0.0.9"')  # newest first
+    path = tmp_path / "package.py"
+    path.write_text(text)
+    assert check_package(path, catalog, published) == []
+    assert any("versions" in p for p in check_package(PACKAGE, catalog, published))  # stale file
+    sdists.write_text('[sdists]\n"0.2.0" = "not-a-sha"\n')
+    with pytest.raises(InputError, match="not a lowercase hex sha256"):
+        load_sdists(sdists)
+    assert load_sdists(tmp_path / "missing.toml") == {}

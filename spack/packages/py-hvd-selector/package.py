@@ -84,6 +84,36 @@ def hvd_cmake_defines(values):
     return {HVD_CMAKE[a]: v if isinstance(v, str) else ",".join(v) for a, v in values.items()}
 
 
+def hvd_libraries(values):
+    """The Spack dependencies whose prefixes the build of these values needs, in a fixed order."""
+    uses = {values["tensor_ops"], *values["controllers"]}
+    libraries = [name for name in ("gloo", "mpi", "nccl") if name in uses]
+    return libraries + (["cuda"] if values["cuda"] != "none" else [])
+
+
+def hvd_dependency_settings(values, prefixes, mpicc, cmake):
+    """Environment and -D definitions that point the build at the dependencies Spack built.
+
+    prefixes maps each of hvd_libraries(values) to its install prefix, mpicc is the MPI's
+    compiler wrapper (None without MPI), cmake Spack's cmake. CMAKE_PREFIX_PATH finds Gloo
+    (CMake and the backend's toolchain check), link-path RPATHs keep the libraries found at
+    run time, and CMAKE_EXECUTABLE stops scikit-build-core preferring a cmake module of the
+    Python prefix. Returns (variables to set, CMAKE_PREFIX_PATH entries, definitions).
+    """
+    libraries = hvd_libraries(values)
+    env = {"CMAKE_EXECUTABLE": cmake}
+    defines = {"CMAKE_INSTALL_RPATH_USE_LINK_PATH": "ON"}
+    if "mpi" in libraries:
+        env["MPICC"] = mpicc
+        defines["MPI_C_COMPILER"] = mpicc
+    if "nccl" in libraries:
+        env["HVD_NCCL_HOME"] = prefixes["nccl"]
+    if "cuda" in libraries:
+        env["CUDACXX"] = prefixes["cuda"] + "/bin/nvcc"
+        env["CUDAToolkit_ROOT"] = prefixes["cuda"]
+    return env, [prefixes[name] for name in libraries], defines
+
+
 class PyHvdSelector(PythonPackage, CudaPackage):
     """Horovod-style collectives (allreduce, allgather, broadcast) over Gloo, MPI and NCCL.
 
@@ -93,12 +123,16 @@ class PyHvdSelector(PythonPackage, CudaPackage):
     Build from a checkout: spack develop --path /path/to/checkout py-hvd-selector@=0.1.0
     """
 
+    homepage = "https://github.com/hvd-selector/hvd-selector"
     pypi = "hvd-selector/hvd_selector-0.1.0.tar.gz"
+    git = "https://github.com/hvd-selector/hvd-selector.git"
 
     license("Apache-2.0")
 
-    # no sha256 until the sdist is published: spack develop, or spack install --no-checksum
-    version("0.1.0")
+    # main from git; published sdists with their sha256 (spack/sdists.toml); the catalog
+    # version as its git tag until its sdist is published
+    version("main", branch="main")
+    version("0.1.0", tag="v0.1.0")
 
     variant(
         "tensor_ops",
@@ -122,13 +156,14 @@ class PyHvdSelector(PythonPackage, CudaPackage):
         multi=True,
     )
     # cuda and cuda_arch are CudaPackage's: refuse the archs the catalog does not build, and
-    # per CUDA line the archs it cannot build, and NCCL for the same archs (a loop: Spack
-    # versions know different archs)
+    # per CUDA line the archs it cannot build; NCCL and PyTorch for the same archs (a loop:
+    # Spack versions know different archs)
     for _arch in CudaPackage.cuda_arch_values:
         if _arch not in HVD_VALUE_ORDER["cuda_arch"]:
             conflicts(f"cuda_arch={_arch}", msg="not a cuda_arch of the hvd-selector catalog")
             continue
         depends_on(f"nccl+cuda cuda_arch={_arch}", when=f"tensor_ops=nccl cuda_arch={_arch}")
+        depends_on(f"py-torch+cuda cuda_arch={_arch}", when=f"frameworks=pytorch cuda_arch={_arch}")
         for _line, _line_archs in HVD_CUDA_LINES.items():
             if _arch not in _line_archs:
                 msg = f"CUDA {_line} cannot build cuda_arch {_arch}"
@@ -138,18 +173,22 @@ class PyHvdSelector(PythonPackage, CudaPackage):
     depends_on("cxx", type="build")
     depends_on("python@3.10:", type=("build", "run"))
     depends_on("cmake@3.24:", type="build")
+    # 0.10: CMAKE_EXECUTABLE picks Spack's cmake over a cmake module in the Python prefix
     depends_on("py-scikit-build-core@0.10:", type="build")
-    depends_on("py-nanobind", type="build")
+    depends_on("py-nanobind@2:", type="build")
     # the CMake project asks `python -m selector_backend cmake-config` for the flags
     depends_on("py-packaging@22:", type=("build", "run"))
     depends_on("py-archspec@0.2.5:", type=("build", "run"))
+    # selector_backend reads TOML with tomllib, or tomli before Python 3.11
+    depends_on("py-tomli", type=("build", "run"), when="^python@:3.10")
     depends_on("py-numpy@1.23:", type=("build", "run"))
     depends_on("py-nvidia-ml-py", type="run")
+    depends_on("py-torch", type="run", when="frameworks=pytorch")
     depends_on("mpi", when="controllers=mpi")
     depends_on("mpi", when="tensor_ops=mpi")
     depends_on("gloo", when="controllers=gloo")
     depends_on("gloo", when="tensor_ops=gloo")
-    depends_on("nccl", when="tensor_ops=nccl")
+    depends_on("nccl@2.19:", when="tensor_ops=nccl")
     depends_on("cuda@12.4:12,13.0:13", when="+cuda")
 
     conflicts("tensor_ops=nccl", when="~cuda", msg="tensor_ops=nccl needs CUDA (cuda=12 or cuda=13)")
@@ -171,10 +210,23 @@ class PyHvdSelector(PythonPackage, CudaPackage):
         )
 
     def setup_build_environment(self, env):
+        """The variant for the backend and CMake, and where Spack put each library it links."""
         values = self.hvd_variant()
         text = " ".join(f"{a}={v if isinstance(v, str) else ','.join(v)}" for a, v in values.items())
         env.set("HVD_SELECTOR_VARIANT", text)
         env.set("HVD_SELECTOR_BUILD_POLICY", "always-build")
         env.set("HVD_SELECTOR_OFFLINE", "1")
         defines = hvd_cmake_defines(values)
+        libraries = hvd_libraries(values)
+        prefixes = {name: str(self.spec[name].prefix) for name in libraries}
+        mpicc = None
+        if "mpi" in libraries:
+            mpicc = getattr(self.spec["mpi"], "mpicc", None) or prefixes["mpi"] + "/bin/mpicc"
+        cmake = str(self.spec["cmake"].prefix.bin.cmake)
+        variables, prefix_path, dependency_defines = hvd_dependency_settings(values, prefixes, mpicc, cmake)
+        for key, value in variables.items():
+            env.set(key, value)
+        for prefix in reversed(prefix_path):
+            env.prepend_path("CMAKE_PREFIX_PATH", prefix)
+        defines.update(dependency_defines)
         env.set("SKBUILD_CMAKE_DEFINE", ";".join(f"{k}={v}" for k, v in defines.items()))
