@@ -52,8 +52,9 @@ class SpackSpec:
     compiler: str | None = None
     hash: str | None = None
     dependencies: tuple[SpackSpec, ...] = field(default=())
-    #: Variants written ``name:=value``: Spack takes exactly these values, never more.
-    exact: tuple[str, ...] = ()
+    #: Variants written ``name:=value``: Spack takes exactly these values, never more. Printed
+    #: back that way, but no part of equality: the value is the same.
+    exact: tuple[str, ...] = field(default=(), compare=False)
 
     def variant(self, name: str) -> SpackValue | None:
         for key, value in self.variants:

@@ -26,7 +26,7 @@ CASES = [
     (DEVELOP, ("ubuntu22.04", "sapphirerapids", "h100"), None, False, "526edqd44br45hbfwfmzo2z6gvh3cvct", None),
     (DEVELOP, ("ubuntu22.04", "sapphirerapids", "h100"), "gpu-nvidia", False, None, "cuda_arch=90"),
     (DEVELOP, ("ubuntu22.04", "sapphirerapids", "h100"), "gpu-nvidia", True, "d5fk4yvxodr36zd2kdopfhtdqajq4qds", None),
-    (DEVELOP, ("ubuntu24.04", "ivybridge"), None, False, None, "~cuda tensor_ops=mpi controllers=mpi"),
+    (DEVELOP, ("ubuntu24.04", "ivybridge"), None, False, None, "~cuda tensor_ops=mpi controllers:=mpi"),
     # aarch64: neoverse_v1 binaries do not run on neoverse_v2 (not an ancestor); aarch64 ones do
     (DEVELOP, ("ubuntu22.04", "neoverse_v1"), None, False, "m56lhp3qhzjb6ndlpjvfkpcd6ewyewgx", None),
     (DEVELOP, ("ubuntu22.04", "neoverse_v2"), None, False, None, "target=neoverse_v2"),
@@ -39,7 +39,7 @@ CASES = [
     (DATED, ("ubuntu24.04", "zen3", "a100"), None, False, "xjumcm7pndp2u65grdpq2dsvmjh3ktsr", None),
     (DATED, ("ubuntu24.04", "zen3", "h100"), None, False, "xjumcm7pndp2u65grdpq2dsvmjh3ktsr", None),
     (DATED, ("ubuntu24.04", "zen3", "gtx1080"), "gpu-nvidia", False, None, "cuda_arch=61"),
-    (DATED, ("ubuntu24.04", "zen3"), "tensor_ops=gloo", False, None, "tensor_ops=gloo controllers=gloo"),
+    (DATED, ("ubuntu24.04", "zen3"), "tensor_ops=gloo", False, None, "tensor_ops=gloo controllers:=gloo"),
     (DATED, ("ubuntu24.04", "neoverse_v2"), None, False, "pov7aayc72gh5irwowgvaauj4wqtpsec", None),
     (DATED, ("ubuntu22.04", "ivybridge"), None, False, None, "target=x86_64_v2"),
 ]
@@ -169,12 +169,13 @@ def test_cli_spec_for_a_host(write_host, capsys):
     path = write_host("ubuntu24.04", "zen3", "a100", mpi="mpich")
     assert main(["spack", "spec", "--host-profile", str(path), "--package", "py-horovod"]) == 0
     assert capsys.readouterr().out.strip() == (
-        "py-horovod@0.28.1 +cuda cuda_arch=80 tensor_ops=nccl controllers=gloo frameworks=pytorch "
-        "target=x86_64_v3 ^cuda@12"
+        "py-horovod@0.28.1 +cuda cuda_arch=80 tensor_ops=nccl controllers:=gloo frameworks:=pytorch "
+        "target=x86_64_v3 ^cuda@12 ^nccl cuda_arch=80 ^py-torch cuda_arch=80"
     )
     assert main(["spack", "spec", "--host-profile", str(path), "--selector", "cpu", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["spec"].startswith("py-hvd-selector@0.1.0 ~cuda tensor_ops=mpi controllers=mpi")
+    assert data["spec"].startswith("py-hvd-selector@0.1.0 ~cuda tensor_ops=mpi controllers:=mpi")
+    assert "^" not in data["spec"]  # a CPU build pins no GPU dependency
 
 
 def test_cli_parse(capsys):

@@ -24,6 +24,7 @@ def test_spack_forms_that_mean_the_same_value():
     exact = parse_spec("py-horovod controllers:=mpi,gloo cuda_arch==80")
     plain = parse_spec("py-horovod controllers=mpi,gloo cuda_arch=80")
     assert exact == plain
+    assert str(exact) == "py-horovod controllers:=mpi,gloo cuda_arch=80"  # := prints back; == does not propagate
     assert parse_variant_string("controllers:=mpi", "e") == parse_variant_string("controllers=mpi", "e")
     assert parse_variant_string("~rocm", "e") == ("rocm", False)
 
