@@ -13,21 +13,75 @@ NAME = "spack"
 HELP = "Spack interop: the spec for this host, parse a spec, pick from a build cache, package.py"
 
 
+SPEC_DESCRIPTION = """\
+Print the Spack spec of the exact source build the engine picks for this host
+(or --host-profile): the most specific catalog target the CPU runs, the GPUs'
+cuda_arch on the newest CUDA line the driver supports (^cuda@X), and for a GPU
+build ^nccl / ^py-torch with the same cuda_arch, so Spack's py-horovod
+concretizes too. Multi-valued variants print as name:=value (exactly these)."""
+
+PARSE_DESCRIPTION = """\
+Translate a Spack spec into the catalog variant it builds. Every assumption
+(a missing variant, a target mapped to a catalog target, an assumed CUDA line)
+is a note; an unknown variant or value, +rocm, or a combination the catalog
+forbids is an error (exit 2)."""
+
+PICK_DESCRIPTION = """\
+Judge every spec of a build-cache listing (a listing page, index.json,
+index.manifest.json or a mirror directory) by Spack's rules against this host,
+print the best one to `spack install /HASH`, or, when none fits, the spec to
+build instead (exit 3 with --require-prebuilt)."""
+
+PACKAGE_DESCRIPTION = """\
+Print, write (--write) or check (--check, exit 2 on drift) the Spack recipe
+spack/packages/<spack_package>/package.py, generated from the variant catalog
+and spack/sdists.toml (the sha256 of each published sdist)."""
+
+
+def _action(sub: Any, name: str, help_text: str, description: str, example: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=help_text,
+        description=description,
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="spack_command", metavar="ACTION", required=True)
 
-    spec = sub.add_parser("spec", help="the Spack spec that fits this host (or --host-profile)")
+    spec = _action(
+        sub,
+        "spec",
+        "the Spack spec that fits this host (or --host-profile)",
+        SPEC_DESCRIPTION,
+        "hvd-selector spack spec --host-profile a100.json --package py-horovod",
+    )
     spec.add_argument("--package", help="package name (default: the catalog's spack_package)")
     spec.add_argument("--version", dest="pkg_version", help="version to print after @ ('' for none)")
     spec.add_argument("--json", action="store_true", help="spec, variant and notes as JSON")
     add_resolution_arguments(spec)
 
-    parse = sub.add_parser("parse", help="parse a Spack spec string into a catalog variant")
+    parse = _action(
+        sub,
+        "parse",
+        "parse a Spack spec string into a catalog variant",
+        PARSE_DESCRIPTION,
+        "hvd-selector spack parse 'py-horovod +cuda cuda_arch=80 tensor_ops=nccl ^cuda@12.4'",
+    )
     parse.add_argument("spec", metavar="SPEC", help="e.g. 'py-horovod +cuda cuda_arch=80 tensor_ops=nccl'")
     parse.add_argument("--json", action="store_true", help="variant, carried variants and notes as JSON")
     parse.add_argument("--catalog", type=Path, metavar="FILE", help="variant catalog (default: the project's)")
 
-    pick = sub.add_parser("pick", help="pick the prebuilt spec of a build-cache listing for this host")
+    pick = _action(
+        sub,
+        "pick",
+        "pick the prebuilt spec of a build-cache listing for this host",
+        PICK_DESCRIPTION,
+        "hvd-selector spack pick py-horovod-develop.listing --host-profile a100.json",
+    )
     pick.add_argument(
         "listing",
         metavar="LISTING",
@@ -47,7 +101,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_resolution_arguments(pick)
 
-    package = sub.add_parser("package", help="write or check spack/packages/<name>/package.py")
+    package = _action(
+        sub,
+        "package",
+        "write or check spack/packages/<name>/package.py",
+        PACKAGE_DESCRIPTION,
+        "hvd-selector spack package --check",
+    )
     action = package.add_mutually_exclusive_group()
     action.add_argument("--write", action="store_true", help="regenerate the file from the catalog")
     action.add_argument("--check", action="store_true", help="exit 2 if the file drifted from the catalog")

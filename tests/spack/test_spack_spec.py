@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from selector_backend.cli import main
 from selector_backend.errors import InputError
 from selector_backend.spack.mapping import CUDA_UNRECORDED, spec_to_values, variant_to_spec
 from selector_backend.spack.spec import parse_spec, parse_variant_string
@@ -122,3 +123,20 @@ def test_variant_to_spec_and_back(catalog):
         spec = variant_to_spec(variant, catalog.spack_package, catalog.version)
         mapped = spec_to_values(parse_spec(str(spec)), catalog, strict=True)
         assert catalog.make_variant(mapped.values) == variant, str(spec)
+
+
+@pytest.mark.parametrize(
+    ("action", "words"),
+    [
+        ("spec", "^nccl / ^py-torch"),
+        ("parse", "Translate a Spack spec"),
+        ("pick", "build-cache listing"),
+        ("package", "spack/sdists.toml"),
+    ],
+)
+def test_every_spack_action_has_help_text_and_an_example(capsys, action, words):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["spack", action, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert words in out and f"example:\n  hvd-selector spack {action} " in out
