@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ._facts import BuildFacts
@@ -33,6 +34,10 @@ def collect(facts: BuildFacts) -> dict[str, Any]:
         "compiler": facts.config.get("compiler", ""),
         "fusion_threshold": int(_core.fusion_threshold()),
         "gpu_operations": "available" if not gpu_reason else f"unavailable: {gpu_reason}",
+        # How ranks exchange data once init() ran (shm within a host; "" before).
+        "transport": _core.transport() or "not initialised (HVD_SELECTOR_SHM="
+        + (os.environ.get("HVD_SELECTOR_SHM") or "1")
+        + ")",
     }
 
 
@@ -63,6 +68,7 @@ def format_text(info: dict[str, Any]) -> str:
         "Libraries: " + (", ".join(f"{k} {v}" for k, v in info["libraries"].items()) or "none"),
         f"GPU operations: {info['gpu_operations']}",
         f"Fusion threshold: {info['fusion_threshold']} bytes",
+        f"Transport: {info['transport']}",
     ]
     if info["mpiexec"]:
         lines.append(f"mpiexec: {info['mpiexec']}")

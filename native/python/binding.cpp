@@ -249,6 +249,7 @@ NB_MODULE(_core, m) {
   m.def("fusion_threshold", &hvd_fusion_threshold);
   m.def("set_fusion_threshold", &hvd_set_fusion_threshold);
   m.def("build_string", [] { return std::string(hvd_build_string()); });
+  m.def("transport", [] { return std::string(hvd_transport()); });
   m.def("library_versions", [] { return std::string(hvd_library_versions()); });
   m.def("gpu_unavailable_reason", [] { return std::string(hvd_gpu_unavailable_reason()); });
   m.def(

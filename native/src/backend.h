@@ -33,12 +33,21 @@ class Backend {
   virtual void alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,
                          const std::vector<size_t>& recv_bytes) = 0;
   virtual void barrier() = 0;
+
+  // How data travels ("gloo tcp", "mpi", "shm", "hierarchical: ..."), overall
+  // and between two ranks, for build_info and job explanations.
+  virtual std::string transport() const { return name() == "gloo" ? "gloo tcp" : name(); }
+  virtual std::string pair_transport(int a, int b) const { return a == b ? "self" : transport(); }
 };
 
 std::unique_ptr<Backend> make_gloo_backend(int rank, int size, int local_rank, int local_size,
                                            const hvd_store& store, const std::string& hostname,
                                            double timeout_s);
 std::unique_ptr<Backend> make_mpi_backend(double timeout_s);
+
+// Wraps a network backend with the intra-host shared-memory transport
+// (shm_backend.cpp); returns `inner` itself when HVD_SELECTOR_SHM=0 or size 1.
+std::unique_ptr<Backend> with_shared_memory(std::unique_ptr<Backend> inner, double timeout_s);
 
 // Versions of the libraries compiled in, for hvd_library_versions().
 std::string gloo_version();

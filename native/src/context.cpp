@@ -155,8 +155,9 @@ hvd_status hvd_init_gloo(int rank, int size, int local_rank, int local_size, con
     if (!store || size < 1 || rank < 0 || rank >= size)
       throw Error(HVD_ERR_INVALID, "init: rank " + std::to_string(rank) + " / size " + std::to_string(size) +
                                        " is not a valid pair");
-    g_backend = make_gloo_backend(rank, size, local_rank, local_size, *store,
-                                  hostname ? hostname : "127.0.0.1", timeout_s);
+    g_backend = with_shared_memory(make_gloo_backend(rank, size, local_rank, local_size, *store,
+                                                     hostname ? hostname : "127.0.0.1", timeout_s),
+                                   timeout_s);
 #else
     (void)rank, (void)size, (void)local_rank, (void)local_size, (void)store, (void)hostname, (void)timeout_s;
     throw Error(HVD_ERR_UNAVAILABLE,
@@ -169,7 +170,7 @@ hvd_status hvd_init_mpi(double timeout_s) {
   return wrap([&] {
 #ifdef HVD_HAVE_MPI
     if (g_backend) throw Error(HVD_ERR_INVALID, "already initialised; call shutdown() first");
-    g_backend = make_mpi_backend(timeout_s);
+    g_backend = with_shared_memory(make_mpi_backend(timeout_s), timeout_s);
 #else
     (void)timeout_s;
     throw Error(HVD_ERR_UNAVAILABLE, "this build has no mpi controller (" HVD_BUILD_STRING
@@ -197,6 +198,18 @@ hvd_status hvd_barrier(void) {
     // completes before every rank has contributed.
     agree(describe(Kind::Barrier, nullptr, -1, -1), false);
   });
+}
+
+const char* hvd_transport(void) {
+  static thread_local std::string s;
+  if (!g_backend) return "";
+  s = g_backend->transport();
+  int n = g_backend->size();
+  for (int a = 0; a < n && a < 16; ++a)
+    for (int b = a + 1; b < n && b < 16; ++b)
+      s += (a == 0 && b == 1 ? "; " : ", ") + std::to_string(a) + "-" + std::to_string(b) + " " +
+           g_backend->pair_transport(a, b);
+  return s.c_str();
 }
 
 const char* hvd_build_string(void) {

@@ -118,6 +118,11 @@ hvd_status hvd_barrier(void);
 const char* hvd_build_string(void);
 const char* hvd_library_versions(void);
 
+/* How data travels once initialised: the overall transport, then each rank
+ * pair ("shm; 0-1 shm" or "hierarchical: ...; 0-1 shm, 0-2 gloo tcp"; the
+ * first 16 ranks). "" before init. Valid until the next call on this thread. */
+const char* hvd_transport(void);
+
 /* Why GPU tensors cannot be served ("" when they can; loads the plugin). */
 const char* hvd_gpu_unavailable_reason(void);
 
