@@ -38,6 +38,12 @@ class Backend {
   // and between two ranks, for build_info and job explanations.
   virtual std::string transport() const { return name() == "gloo" ? "gloo tcp" : name(); }
   virtual std::string pair_transport(int a, int b) const { return a == b ? "self" : transport(); }
+
+  // Payload bytes that may ride in a collective's agreement round (one
+  // exchange instead of two), and whether that round may size its slots to
+  // the payload (shared memory) instead of a fixed kInlineBytes (network).
+  virtual size_t inline_limit() const;
+  virtual bool sized_slots() const { return false; }
 };
 
 std::unique_ptr<Backend> make_gloo_backend(int rank, int size, int local_rank, int local_size,

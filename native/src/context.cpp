@@ -18,6 +18,7 @@ namespace {
 
 std::unique_ptr<Backend> g_backend;
 thread_local std::string g_last_error;
+std::vector<unsigned char> g_agree_buffer;  // reused: no allocation per collective
 
 const char* kind_name(uint32_t kind) {
   switch (static_cast<Kind>(kind)) {
@@ -75,6 +76,8 @@ Backend& backend() {
 
 void set_last_error(const std::string& message) { g_last_error = message; }
 
+size_t Backend::inline_limit() const { return kInlineBytes; }
+
 Descriptor describe(Kind kind, const hvd_tensor* t, int op, int root) {
   Descriptor d;
   d.kind = static_cast<uint32_t>(kind);
@@ -94,20 +97,25 @@ void check_agreement_impl(const std::vector<Descriptor>& all, bool vary_first_di
 std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const void* payload,
                               size_t inline_bytes, std::vector<unsigned char>* payloads) {
   Backend& b = backend();
-  if (inline_bytes > kInlineBytes) throw Error(HVD_ERR_INTERNAL, "inline payload too large");
-  constexpr size_t slot = sizeof(Descriptor) + kInlineBytes;
-  std::vector<unsigned char> send(slot, 0), all(slot * b.size());
-  std::memcpy(send.data(), &mine, sizeof(Descriptor));
-  if (payload && inline_bytes) std::memcpy(send.data() + sizeof(Descriptor), payload, inline_bytes);
-  b.allgather(send.data(), all.data(), slot);
+  if (inline_bytes > b.inline_limit()) throw Error(HVD_ERR_INTERNAL, "inline payload too large");
+  // Network: fixed slots, so ranks that disagree still exchange equal sizes.
+  // Shared memory: slots sized to this call (a disagreeing rank's descriptor
+  // is still read whole from the front of its slot).
+  const size_t slot = sizeof(Descriptor) + (b.sized_slots() ? inline_bytes : kInlineBytes);
+  std::vector<unsigned char>& all = g_agree_buffer;
+  if (all.size() < slot * (b.size() + 1)) all.resize(slot * (b.size() + 1));
+  unsigned char* send = all.data() + slot * b.size();
+  std::memset(send, 0, slot);
+  std::memcpy(send, &mine, sizeof(Descriptor));
+  if (payload && inline_bytes) std::memcpy(send + sizeof(Descriptor), payload, inline_bytes);
+  b.allgather(send, all.data(), slot);
   std::vector<Descriptor> descriptors(b.size());
   for (int r = 0; r < b.size(); ++r) std::memcpy(&descriptors[r], all.data() + r * slot, sizeof(Descriptor));
   check_agreement_impl(descriptors, vary_first_dim);
   if (payloads) {
-    payloads->resize(kInlineBytes * b.size());
+    payloads->resize(inline_bytes * b.size());
     for (int r = 0; r < b.size(); ++r)
-      std::memcpy(payloads->data() + r * kInlineBytes, all.data() + r * slot + sizeof(Descriptor),
-                  kInlineBytes);
+      std::memcpy(payloads->data() + r * inline_bytes, all.data() + r * slot + sizeof(Descriptor), inline_bytes);
   }
   return descriptors;
 }

@@ -40,7 +40,7 @@ void reduce_agreed(const Descriptor& mine, const void* in, void* buf, size_t cou
   Backend& b = backend();
   size_t bytes = count * dtype_size(dtype);
   const void* src = in ? in : buf;
-  if (bytes > kInlineBytes || b.size() == 1) {
+  if (bytes > b.inline_limit() || b.size() == 1) {
     agree(mine, false);
     if (b.size() == 1) {
       if (src != buf) std::memcpy(buf, src, bytes);
@@ -53,7 +53,7 @@ void reduce_agreed(const Descriptor& mine, const void* in, void* buf, size_t cou
   agree(mine, false, src, bytes, &payloads);
   std::memcpy(buf, payloads.data(), bytes);
   for (int r = 1; r < b.size(); ++r)
-    kernels::reduce(dtype, op, buf, buf, payloads.data() + r * kInlineBytes, count);
+    kernels::reduce(dtype, op, buf, buf, payloads.data() + r * bytes, count);
 }
 
 }  // namespace hvd

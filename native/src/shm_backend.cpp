@@ -36,6 +36,7 @@ namespace {
 
 constexpr uint64_t kMagic = 0x68766473686d3031ull;  // "hvdshm01"
 constexpr size_t kLine = 64;
+constexpr size_t kSmall = size_t{64} << 10;  // allreduce payloads that ride in the agreement round
 
 // One cache line per local rank: its phase counter, sleepers on it, its pid.
 struct alignas(kLine) RankLine {
@@ -106,6 +107,15 @@ void cpu_relax() {
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
+}
+
+// A dead rank: no such process, or a zombie its launcher has not reaped yet.
+bool gone(int32_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  std::string stat = read_first_line(("/proc/" + std::to_string(pid) + "/stat").c_str());
+  auto close_paren = stat.rfind(')');
+  return close_paren != std::string::npos && close_paren + 2 < stat.size() &&
+         (stat[close_paren + 2] == 'Z' || stat[close_paren + 2] == 'X');
 }
 
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
@@ -227,6 +237,14 @@ class ShmBackend : public Backend {
     if (group_of_[a] == group_of_[b] && base_) return "shm";
     return inner_->transport();
   }
+
+  // On one host a small allreduce rides whole in the agreement round: one
+  // exchange through the segment, then every rank reduces in rank order.
+  size_t inline_limit() const override {
+    return single_host() ? std::min({kSmall, (size_t{256} << 10) / local_size_, slot_bytes_ - 4096})
+                         : Backend::inline_limit();
+  }
+  bool sized_slots() const override { return single_host(); }
 
   void allgather(const void* in, void* out, size_t bytes) override {
     if (!single_host()) return inner_->allgather(in, out, bytes);
@@ -357,12 +375,12 @@ class ShmBackend : public Backend {
     while (!reached()) {
       if (header()->abort.load(std::memory_order_acquire))
         fail(HVD_ERR_PEER, "shm: another rank on this host gave up (a peer died or timed out)");
-      if (kill(pids_[j], 0) != 0 && errno == ESRCH)
-        fail(HVD_ERR_PEER, "shm: lost local rank " + std::to_string(groups_[group_of_[rank()]][j]) +
+      if (gone(pids_[j]))
+        fail(HVD_ERR_PEER, "shm: lost the peer rank " + std::to_string(groups_[group_of_[rank()]][j]) +
                                " (process " + std::to_string(pids_[j]) + " is gone), which probably died");
       if (std::chrono::steady_clock::now() - start > timeout_)
-        fail(HVD_ERR_TIMEOUT, "shm: local rank " + std::to_string(groups_[group_of_[rank()]][j]) +
-                                  " did not respond in time; raise HVD_SELECTOR_TIMEOUT if ranks are just slow");
+        fail(HVD_ERR_TIMEOUT, "shm: a peer (rank " + std::to_string(groups_[group_of_[rank()]][j]) +
+                                  ") did not respond in time; raise HVD_SELECTOR_TIMEOUT if ranks are just slow");
       uint32_t seen = line.phase.load(std::memory_order_acquire);
       if (static_cast<int32_t>(seen - target) >= 0) return;
       line.waiters.fetch_add(1, std::memory_order_seq_cst);

@@ -61,12 +61,12 @@ constexpr size_t kInlineBytes = 1024;
 // Allgathers descriptors and throws HVD_ERR_MISMATCH (same text on every
 // rank) when they differ; shape[0] may differ when vary_first_dim. When
 // `payload` is given (inline_bytes <= kInlineBytes) it travels along and
-// `payloads` receives size() * kInlineBytes bytes in rank order.
+// `payloads` receives size() * inline_bytes bytes in rank order.
 std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const void* payload = nullptr,
                               size_t inline_bytes = 0, std::vector<unsigned char>* payloads = nullptr);
 
 // Agree on `mine`, then allreduce `count` elements in buf (CPU). Payloads of
-// at most kInlineBytes ride in the agreement round and are reduced locally
+// at most backend().inline_limit() bytes ride in the agreement round and are reduced locally
 // in rank order (one network round instead of two, identical on every rank).
 void reduce_agreed(const Descriptor& mine, const void* in, void* buf, size_t count, hvd_dtype dtype,
                    hvd_op op);

@@ -14,8 +14,9 @@ from native_builds import Build, launch
 pytestmark = pytest.mark.slow
 
 
-def _results(build: Build, np_: int, tmp_path: Path) -> list[dict[str, np.ndarray]]:
-    proc = launch(build, np_, "collectives.py", str(tmp_path), cwd=tmp_path)
+def results(build: Build, np_: int, tmp_path: Path, *args: str, **env: str) -> list[dict[str, np.ndarray]]:
+    """Run workers/collectives.py (args: [hosts]) and load every rank's results."""
+    proc = launch(build, np_, "collectives.py", str(tmp_path), *args, cwd=tmp_path, **env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = []
     for r in range(np_):
@@ -32,7 +33,12 @@ def _same(got: np.ndarray, want: np.ndarray, key: str) -> None:
 
 @pytest.mark.parametrize("np_", [2, 4])
 def test_every_op_and_dtype(any_build: Build, np_: int, tmp_path: Path) -> None:
-    ranks = _results(any_build, np_, tmp_path)
+    check_every_op_and_dtype(results(any_build, np_, tmp_path), tmp_path)
+
+
+def check_every_op_and_dtype(ranks: list[dict[str, np.ndarray]], tmp_path: Path) -> None:
+    """Every rank's results equal numpy's exact answers."""
+    np_ = len(ranks)
     for rank, got in enumerate(ranks):
         for dtype in cases.NUMPY_DTYPES:
             for op in cases.OPS:

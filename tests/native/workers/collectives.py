@@ -16,7 +16,14 @@ import cases
 import hvd_selector as hvd
 
 out_dir = Path(sys.argv[1])
+hosts = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+if hosts > 1:  # pretend ranks run on `hosts` machines (consecutive rank blocks)
+    import os
+
+    rank_, size_ = int(os.environ["HVD_SELECTOR_RANK"]), int(os.environ["HVD_SELECTOR_SIZE"])
+    os.environ["HVD_SELECTOR_HOST_ID"] = f"host{rank_ * hosts // size_}"
 hvd.init()
+(out_dir / f"transport{hvd.rank()}.txt").write_text(hvd.build_info()["transport"])
 rank, size = hvd.rank(), hvd.size()
 assert hvd.local_rank() == rank and hvd.local_size() == size
 saved: dict[str, np.ndarray] = {}

@@ -1,0 +1,96 @@
+"""The intra-host shared-memory transport: every op and dtype over shm alone,
+shm mixed with "remote" ranks (forced onto the network by HVD_SELECTOR_HOST_ID),
+a rank killed mid-collective, two jobs at once, and what the segment looks like."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from native_builds import Build, WORKERS, launch, run_argv
+from test_collectives import check_every_op_and_dtype, results
+
+pytestmark = pytest.mark.slow
+
+
+def _segments() -> set[str]:
+    return {p.name for p in Path("/dev/shm").glob("hvdsel-*")}
+
+
+@pytest.mark.parametrize(
+    "np_,hosts,pair01,pair02",
+    [(2, 1, "shm", None), (4, 1, "shm", "shm"), (4, 2, "shm", "gloo tcp"), (4, 4, "gloo tcp", "gloo tcp")],
+)
+def test_every_op_over_shm_and_hierarchy(
+    gloo_build: Build, np_: int, hosts: int, pair01: str, pair02: str | None, tmp_path: Path
+) -> None:
+    before = _segments()
+    check_every_op_and_dtype(results(gloo_build, np_, tmp_path, str(hosts)), tmp_path)
+    transport = (tmp_path / "transport0.txt").read_text()
+    assert f"0-1 {pair01}" in transport, transport
+    if pair02:
+        assert f"0-2 {pair02}" in transport, transport
+    assert _segments() <= before
+
+
+def test_mpi_build_uses_shm_between_local_ranks(mpich_build: Build, tmp_path: Path) -> None:
+    check_every_op_and_dtype(results(mpich_build, 4, tmp_path, "2"), tmp_path)
+    transport = (tmp_path / "transport0.txt").read_text()
+    assert "0-1 shm" in transport and "0-2 mpi" in transport, transport
+
+
+def test_shm_off(gloo_build: Build, tmp_path: Path) -> None:
+    check_every_op_and_dtype(results(gloo_build, 2, tmp_path, HVD_SELECTOR_SHM="0"), tmp_path)
+    assert (tmp_path / "transport0.txt").read_text() == "gloo tcp; 0-1 gloo tcp"
+
+
+def test_bad_shm_setting_is_one_line(gloo_build: Build, tmp_path: Path) -> None:
+    proc = launch(gloo_build, 2, "shm.py", str(tmp_path), "plain", cwd=tmp_path, HVD_SELECTOR_SHM="maybe")
+    assert proc.returncode != 0
+    assert "HVD_SELECTOR_SHM=maybe must be 0 or 1" in proc.stdout + proc.stderr
+
+
+def test_segment_is_private_and_gone(gloo_build: Build, tmp_path: Path) -> None:
+    """Mapped but already unlinked once init() returns; mode 0600, 128 random bits in the name."""
+    proc = launch(gloo_build, 2, "shm.py", str(tmp_path), "inspect", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    seen = [(tmp_path / f"segment{r}.txt").read_text().split() for r in range(2)]
+    assert seen[0][0] == seen[1][0], "both ranks map the same segment"
+    name, mode, deleted = seen[0]
+    assert name.startswith("/dev/shm/hvdsel-") and len(name) == len("/dev/shm/hvdsel-") + 32
+    assert mode == "0o600" and deleted == "deleted"
+
+
+def test_rank_killed_mid_collective(gloo_build: Build, tmp_path: Path) -> None:
+    before = _segments()
+    start = time.monotonic()
+    proc = launch(gloo_build, 4, "shm.py", str(tmp_path), "kill", cwd=tmp_path, HVD_SELECTOR_TIMEOUT="10")
+    assert proc.returncode != 0
+    assert time.monotonic() - start < 60
+    for r in (0, 1, 3):
+        outcome = (tmp_path / f"outcome{r}.txt").read_text()
+        kind, seconds, message = outcome.split(" ", 2)
+        assert kind in ("PeerFailureError", "CollectiveTimeoutError"), outcome
+        assert float(seconds) < 10, outcome
+        assert "\n" not in message
+    assert _segments() <= before
+
+
+def test_two_jobs_at_once(gloo_build: Build, tmp_path: Path) -> None:
+    """Each job's sums only ever contain its own ranks' values."""
+    jobs = []
+    for job in ("1", "2"):
+        out = tmp_path / job
+        out.mkdir()
+        cmd = run_argv(4, WORKERS / "shm.py", str(out), "job", job)
+        env = gloo_build.env()
+        jobs.append(subprocess.Popen(cmd, cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    for p in jobs:
+        output, _ = p.communicate(timeout=180)
+        assert p.returncode == 0, output.decode()[-2000:]
+    for job in ("1", "2"):
+        for r in range(4):
+            assert (tmp_path / job / f"outcome{r}.txt").read_text() == "ok", (job, r)

@@ -1,0 +1,51 @@
+"""Shared-memory transport scenarios: python shm.py OUT_DIR SCENARIO [ARG]."""
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import hvd_selector as hvd
+
+out_dir, scenario = Path(sys.argv[1]), sys.argv[2]
+hvd.init()
+rank, size = hvd.rank(), hvd.size()
+
+if scenario == "inspect":
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        if "/dev/shm/hvdsel-" in line:
+            span, path = line.split()[0], line.split()[5]
+            mode = os.stat(f"/proc/self/map_files/{span}").st_mode & 0o777
+            gone = "deleted" if not os.path.exists(path) else "present"
+            (out_dir / f"segment{rank}.txt").write_text(f"{path} {oct(mode)} {gone}")
+            break
+elif scenario == "kill":  # rank 2 is killed while everyone is inside allreduces
+    big = np.ones(1 << 22, np.float32)
+    if rank == 2:
+        start = time.monotonic()
+        while time.monotonic() - start < 0.5:
+            hvd.allreduce(big)
+        os.kill(os.getpid(), signal.SIGKILL)
+    start = time.monotonic()
+    try:
+        while time.monotonic() - start < 60:
+            started = time.monotonic()
+            hvd.allreduce(big)
+    except hvd.HorovodInternalError as exc:
+        waited = time.monotonic() - started
+        (out_dir / f"outcome{rank}.txt").write_text(f"{type(exc).__name__} {waited:.2f} {exc}")
+    sys.stdout.flush()
+    os._exit(1)
+elif scenario == "job":  # values unique to this job: crosstalk would change the sums
+    job = int(sys.argv[3])
+    ok = True
+    for it in range(200):
+        for n in (16, 70_000, 1 << 20):
+            x = np.full(n, job * 1000 + rank, np.float64)
+            want = sum(job * 1000 + r for r in range(size))
+            ok = ok and bool((hvd.allreduce(x, op=hvd.Sum) == want).all())
+    (out_dir / f"outcome{rank}.txt").write_text("ok" if ok else "crosstalk")
+hvd.shutdown()
