@@ -4,9 +4,15 @@ One run measures, interleaved size by size in the same processes:
   * gloo build of hvd_selector vs torch.distributed (gloo backend, CPU torch),
     both started by ``hvd-selector run -np 2``;
   * mpi build of hvd_selector (Open MPI, the MPI mpi4py uses here) vs
-    mpi4py's ``Comm.Allreduce`` on the same MPI, started by mpiexec.
-Writes benchmarks/results/allreduce.json and allreduce.png; ratios are
-hvd_selector time / peer time (< 1: hvd_selector faster). Not a test.
+    mpi4py's ``Comm.Allreduce`` on the same MPI, started by mpiexec;
+  * MPICH from its pip wheels (``mpich`` + ``mpi4py`` in build/mpich-venv,
+    created on first use) started by its own mpiexec, and in the same
+    processes a memcpy of each size: twice the memcpy time is the bound for
+    a 2-rank allreduce (each rank moves at least twice its buffer).
+The three jobs run one after another, twice (best of both), each measuring
+interleaved rounds inside. Writes benchmarks/results/allreduce.json and
+allreduce.png; ratios are hvd_selector time / peer time (< 1: hvd_selector
+faster). Not a test.
 
     python benchmarks/bench_allreduce.py [--max-mib 256] [--min-seconds 0.3]
 """
@@ -60,6 +66,40 @@ def _time(fn, min_seconds: float, barrier) -> float:
 
 ROUNDS = 3
 _agree_reps = None  # set by the worker: int -> max over ranks (outside the timed loop)
+
+
+def mpich_worker(out: Path, sizes: list[int], min_seconds: float) -> None:
+    """MPICH (pip wheel) allreduce and a memcpy of each size, no hvd_selector."""
+    global _agree_reps
+    import numpy as np
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    _agree_reps = lambda reps: int(comm.allreduce(reps, op=MPI.MAX))  # noqa: E731
+    rows = []
+    for nbytes in sizes:
+        x = np.ones(nbytes // 4, dtype=np.float32)
+        recv, dst = np.empty_like(x), np.empty_like(x)
+        t_mpi = t_copy = float("inf")
+        for _ in range(ROUNDS):
+            t_mpi = min(t_mpi, _time(lambda: comm.Allreduce(x, recv, op=MPI.SUM), min_seconds, comm.Barrier))
+            t_copy = min(t_copy, _time(lambda: np.copyto(dst, x), min_seconds, comm.Barrier))
+        rows.append({"bytes": nbytes, "peer_s": t_mpi, "memcpy_s": t_copy})
+        if comm.rank == 0:
+            print(f"mpich {nbytes:>10d} B  {t_mpi * 1e6:10.1f} us  memcpy {t_copy * 1e6:10.1f} us", flush=True)
+    if comm.rank == 0:
+        name = MPI.Get_library_version().splitlines()[0][:40]
+        out.write_text(json.dumps({"peer": f"MPICH pip wheel via mpi4py ({name})", "rows": rows}))
+
+
+def _mpich_venv() -> Path:
+    """build/mpich-venv with the pip wheels of MPICH and mpi4py (created once)."""
+    venv = REPO / "build" / "mpich-venv"
+    if not (venv / "bin" / "mpiexec").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q"]
+        subprocess.run([*pip, "mpich", "mpi4py", "numpy"], check=True)
+    return venv
 
 
 def worker(kind: str, out: Path, sizes: list[int], min_seconds: float) -> None:
@@ -139,10 +179,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-mib", type=int, default=256)
     parser.add_argument("--min-seconds", type=float, default=0.3)
-    parser.add_argument("--worker", choices=["gloo", "mpi"])
+    parser.add_argument("--worker", choices=["gloo", "mpi", "mpich"])
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     sizes = _sizes(args.max_mib)
+    if args.worker == "mpich":
+        mpich_worker(args.out, sizes, args.min_seconds)
+        return 0
     if args.worker:
         worker(args.worker, args.out, sizes, args.min_seconds)
         return 0
@@ -150,24 +193,24 @@ def main() -> int:
     b = _builder()
     builds = b.benchmark_builds()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    results = {}
-    for kind, build in builds.items():
-        out = RESULTS / f".allreduce-{kind}.json"
-        env = build.env(BENCH_TORCH_PORT="29561", HVD_SELECTOR_TIMEOUT="600", OMP_NUM_THREADS="1")
-        cmd = [
-            *b.run_argv(2, Path(__file__)),
-            "--worker",
-            kind,
-            "--out",
-            str(out),
-            "--max-mib",
-            str(args.max_mib),
-            "--min-seconds",
-            str(args.min_seconds),
-        ]
-        subprocess.run(cmd, env=env, check=True, cwd=RESULTS)  # not REPO: its hvd_selector is unbuilt
-        results[kind] = json.loads(out.read_text())
-        out.unlink()
+    venv = _mpich_venv()
+    results: dict[str, dict] = {}
+    for _ in range(2):  # the jobs alternate; best of both passes per size
+        for kind in [*builds, "mpich"]:
+            out = RESULTS / f".allreduce-{kind}.json"
+            tail = ["--worker", kind, "--out", str(out), "--max-mib", str(args.max_mib)]
+            tail += ["--min-seconds", str(args.min_seconds)]
+            if kind == "mpich":
+                python = str(venv / "bin" / "python")
+                cmd = [str(venv / "bin" / "mpiexec"), "-n", "2", python, str(Path(__file__)), *tail]
+                env = {**os.environ, "OMP_NUM_THREADS": "1"}
+            else:
+                cmd = [*b.run_argv(2, Path(__file__)), *tail]
+                env = builds[kind].env(BENCH_TORCH_PORT="29561", HVD_SELECTOR_TIMEOUT="600", OMP_NUM_THREADS="1")
+            subprocess.run(cmd, env=env, check=True, cwd=RESULTS)  # not REPO: its hvd_selector is unbuilt
+            results[kind] = _best(results.get(kind), json.loads(out.read_text()))
+            out.unlink()
+    _table(results)
     summary = {
         "command": "python benchmarks/bench_allreduce.py " + " ".join(sys.argv[1:]),
         "machine": f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
@@ -176,6 +219,33 @@ def main() -> int:
     (RESULTS / "allreduce.json").write_text(json.dumps(summary, indent=2) + "\n")
     _plot(results, RESULTS / "allreduce.png")
     return 0
+
+
+def _best(old: dict | None, new: dict) -> dict:
+    """Per size and column, the faster of two passes."""
+    if old is None:
+        return new
+    for a, b in zip(old["rows"], new["rows"]):
+        for key in a:
+            if key.endswith("_s"):
+                a[key] = min(a[key], b[key])
+    return old
+
+
+def _table(results: dict) -> None:
+    """Each build beside its peer, MPICH and the memcpy bound (2 x memcpy time)."""
+    mpich = {r["bytes"]: r for r in results["mpich"]["rows"]}
+    print("| build | size | hvd_selector | own peer | MPICH | vs MPICH | of memcpy bound |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for kind in ("gloo", "mpi"):
+        for r in results[kind]["rows"]:
+            m = mpich[r["bytes"]]
+            bound = 2 * m["memcpy_s"] / r["hvd_s"]
+            r["mpich_s"], r["memcpy_s"] = m["peer_s"], m["memcpy_s"]
+            print(
+                f"| {kind} | {r['bytes']} | {r['hvd_s'] * 1e6:.1f} us | {r['peer_s'] * 1e6:.1f} us | "
+                f"{m['peer_s'] * 1e6:.1f} us | {r['hvd_s'] / m['peer_s']:.2f}x | {bound:.0%} |"
+            )
 
 
 def _plot(results: dict, path: Path) -> None:
@@ -187,6 +257,11 @@ def _plot(results: dict, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 5))
     for kind, data in results.items():
         rows = data["rows"]
+        if kind == "mpich":
+            x = [r["bytes"] for r in rows]
+            ax.plot(x, [r["bytes"] / r["peer_s"] / 1e6 for r in rows], marker="s", label=data["peer"])
+            ax.plot(x, [r["bytes"] / (2 * r["memcpy_s"]) / 1e6 for r in rows], linestyle=":", label="bound (2x memcpy)")
+            continue
         x = [r["bytes"] for r in rows]
         ax.plot(x, [r["bytes"] / r["hvd_s"] / 1e6 for r in rows], marker="o", label=f"hvd_selector {kind}")
         ax.plot(x, [r["bytes"] / r["peer_s"] / 1e6 for r in rows], marker="x", linestyle="--", label=data["peer"])
