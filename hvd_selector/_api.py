@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import _core, buildmix, jobenv
+from ._dataplane import prove_pairs
 from ._facts import BuildFacts
 from .rendezvous import LocalStore, RendezvousError, StoreClient, StoreServer
 
@@ -102,9 +103,20 @@ def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float) -> None:
             if "timed out" in str(exc):  # a missing rank: the same error as a missing peer later
                 raise CollectiveTimeoutError(str(exc)) from None
             raise
+        if job.rank == 0:  # fresh per init, through the authenticated store
+            client.set("data-plane-nonce", os.urandom(16))
+        nonce = client.get("data-plane-nonce", int(wait * 1000))
         _core.init_gloo(job.rank, job.size, job.local_rank, job.local_size, client.set, client.get, address, wait)
     finally:
         client.close()
+    strangers = prove_pairs(alltoall, secret, nonce, job.rank, job.size)
+    if strangers:
+        _core.finalize()
+        raise PeerFailureError(
+            f"init: the data connection from rank(s) {', '.join(map(str, strangers))} did not prove it "
+            "belongs to this job (wrong HMAC); another process may have connected to this rank's Gloo "
+            "port - restart the job"
+        )
 
 
 def init() -> None:

@@ -20,7 +20,11 @@ hosts = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 if hosts > 1:  # pretend ranks run on `hosts` machines (consecutive rank blocks)
     import os
 
-    rank_, size_ = int(os.environ["HVD_SELECTOR_RANK"]), int(os.environ["HVD_SELECTOR_SIZE"])
+    def first(*names: str) -> int:
+        return int(next(os.environ[n] for n in names if n in os.environ))
+
+    rank_ = first("HVD_SELECTOR_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK")
+    size_ = first("HVD_SELECTOR_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
     os.environ["HVD_SELECTOR_HOST_ID"] = f"host{rank_ * hosts // size_}"
 hvd.init()
 (out_dir / f"transport{hvd.rank()}.txt").write_text(hvd.build_info()["transport"])
