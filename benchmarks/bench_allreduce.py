@@ -81,9 +81,16 @@ def mpich_worker(out: Path, sizes: list[int], min_seconds: float) -> None:
         x = np.ones(nbytes // 4, dtype=np.float32)
         recv, dst = np.empty_like(x), np.empty_like(x)
         t_mpi = t_copy = float("inf")
+
+        def allreduce(x=x, recv=recv) -> None:
+            comm.Allreduce(x, recv, op=MPI.SUM)
+
+        def memcpy(x=x, dst=dst) -> None:
+            np.copyto(dst, x)
+
         for _ in range(ROUNDS):
-            t_mpi = min(t_mpi, _time(lambda: comm.Allreduce(x, recv, op=MPI.SUM), min_seconds, comm.Barrier))
-            t_copy = min(t_copy, _time(lambda: np.copyto(dst, x), min_seconds, comm.Barrier))
+            t_mpi = min(t_mpi, _time(allreduce, min_seconds, comm.Barrier))
+            t_copy = min(t_copy, _time(memcpy, min_seconds, comm.Barrier))
         rows.append({"bytes": nbytes, "peer_s": t_mpi, "memcpy_s": t_copy})
         if comm.rank == 0:
             print(f"mpich {nbytes:>10d} B  {t_mpi * 1e6:10.1f} us  memcpy {t_copy * 1e6:10.1f} us", flush=True)
@@ -225,7 +232,7 @@ def _best(old: dict | None, new: dict) -> dict:
     """Per size and column, the faster of two passes."""
     if old is None:
         return new
-    for a, b in zip(old["rows"], new["rows"]):
+    for a, b in zip(old["rows"], new["rows"], strict=True):
         for key in a:
             if key.endswith("_s"):
                 a[key] = min(a[key], b[key])

@@ -35,9 +35,8 @@ def collect(facts: BuildFacts) -> dict[str, Any]:
         "fusion_threshold": int(_core.fusion_threshold()),
         "gpu_operations": "available" if not gpu_reason else f"unavailable: {gpu_reason}",
         # How ranks exchange data once init() ran (shm within a host; "" before).
-        "transport": _core.transport() or "not initialised (HVD_SELECTOR_SHM="
-        + (os.environ.get("HVD_SELECTOR_SHM") or "1")
-        + ")",
+        "transport": _core.transport()
+        or "not initialised (HVD_SELECTOR_SHM=" + (os.environ.get("HVD_SELECTOR_SHM") or "1") + ")",
     }
 
 

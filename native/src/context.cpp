@@ -115,7 +115,8 @@ std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const
   if (payloads) {
     payloads->resize(inline_bytes * b.size());
     for (int r = 0; r < b.size(); ++r)
-      std::memcpy(payloads->data() + r * inline_bytes, all.data() + r * slot + sizeof(Descriptor), inline_bytes);
+      std::memcpy(payloads->data() + r * inline_bytes, all.data() + r * slot + sizeof(Descriptor),
+                  inline_bytes);
   }
   return descriptors;
 }

@@ -52,8 +52,7 @@ void reduce_agreed(const Descriptor& mine, const void* in, void* buf, size_t cou
   std::vector<unsigned char> payloads;
   agree(mine, false, src, bytes, &payloads);
   std::memcpy(buf, payloads.data(), bytes);
-  for (int r = 1; r < b.size(); ++r)
-    kernels::reduce(dtype, op, buf, buf, payloads.data() + r * bytes, count);
+  for (int r = 1; r < b.size(); ++r) kernels::reduce(dtype, op, buf, buf, payloads.data() + r * bytes, count);
 }
 
 }  // namespace hvd

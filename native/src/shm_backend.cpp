@@ -164,7 +164,8 @@ class ShmBackend : public Backend {
     // The host's leader creates the segment under a fresh random name, mode 0600.
     size_t slot = std::clamp<size_t>((size_t{64} << 20) / local_size_, size_t{1} << 20, size_t{8} << 20);
     std::string value = env("HVD_SELECTOR_SHM_SLOT");
-    if (!value.empty()) slot = std::max<size_t>(4096, std::strtoull(value.c_str(), nullptr, 10)) & ~size_t{4095};
+    if (!value.empty())
+      slot = std::max<size_t>(4096, std::strtoull(value.c_str(), nullptr, 10)) & ~size_t{4095};
     slot_bytes_ = slot;
     header_bytes_ = (sizeof(Header) + sizeof(RankLine) * local_size_ + 4095) & ~size_t{4095};
     map_bytes_ = header_bytes_ + slot_bytes_ * local_size_;
@@ -197,8 +198,9 @@ class ShmBackend : public Backend {
     if (local_index_ == 0 && !name.empty()) shm_unlink(name.c_str());
     for (int r : local)
       if (!all[r].ok)
-        throw Error(HVD_ERR_INTERNAL, "shm: rank " + std::to_string(r) + " could not share memory with rank " +
-                                          std::to_string(rank) + (error.empty() ? "" : " (" + error + ")") +
+        throw Error(HVD_ERR_INTERNAL, "shm: rank " + std::to_string(r) +
+                                          " could not share memory with rank " + std::to_string(rank) +
+                                          (error.empty() ? "" : " (" + error + ")") +
                                           "; set HVD_SELECTOR_SHM=0 to use the network between local ranks");
     lines_ = reinterpret_cast<RankLine*>(base_ + sizeof(Header));
     lines_[local_index_].pid = mine.pid;
@@ -314,10 +316,11 @@ class ShmBackend : public Backend {
   }
 
   void attach(const std::string& name) {
-    if (name.rfind("/hvdsel-", 0) != 0) throw Error(HVD_ERR_INTERNAL, "shm: bad segment name from the leader");
+    if (name.rfind("/hvdsel-", 0) != 0)
+      throw Error(HVD_ERR_INTERNAL, "shm: bad segment name from the leader");
     int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) throw Error(HVD_ERR_INTERNAL, "shm: cannot open " + name + ": " + std::strerror(errno));
-    struct stat st {};
+    struct stat st{};
     if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != map_bytes_ || (st.st_mode & 0077) != 0 ||
         st.st_uid != geteuid()) {
       close(fd);
@@ -362,7 +365,9 @@ class ShmBackend : public Backend {
 
   void wait_for(int j, uint32_t target) {
     RankLine& line = lines_[j];
-    auto reached = [&] { return static_cast<int32_t>(line.phase.load(std::memory_order_acquire) - target) >= 0; };
+    auto reached = [&] {
+      return static_cast<int32_t>(line.phase.load(std::memory_order_acquire) - target) >= 0;
+    };
     for (int spin = 0; spin < 2000; ++spin) {
       if (reached()) return;
       cpu_relax();
@@ -379,8 +384,9 @@ class ShmBackend : public Backend {
         fail(HVD_ERR_PEER, "shm: lost the peer rank " + std::to_string(groups_[group_of_[rank()]][j]) +
                                " (process " + std::to_string(pids_[j]) + " is gone), which probably died");
       if (std::chrono::steady_clock::now() - start > timeout_)
-        fail(HVD_ERR_TIMEOUT, "shm: a peer (rank " + std::to_string(groups_[group_of_[rank()]][j]) +
-                                  ") did not respond in time; raise HVD_SELECTOR_TIMEOUT if ranks are just slow");
+        fail(HVD_ERR_TIMEOUT,
+             "shm: a peer (rank " + std::to_string(groups_[group_of_[rank()]][j]) +
+                 ") did not respond in time; raise HVD_SELECTOR_TIMEOUT if ranks are just slow");
       uint32_t seen = line.phase.load(std::memory_order_acquire);
       if (static_cast<int32_t>(seen - target) >= 0) return;
       line.waiters.fetch_add(1, std::memory_order_seq_cst);
@@ -447,7 +453,8 @@ class ShmBackend : public Backend {
       if (end > begin) {
         size_t off = begin * esize;
         kernels::reduce(dtype, op, mine, slot(0) + off, slot(1) + off, end - begin);
-        for (int i = 2; i < local_size_; ++i) kernels::reduce(dtype, op, mine, mine, slot(i) + off, end - begin);
+        for (int i = 2; i < local_size_; ++i)
+          kernels::reduce(dtype, op, mine, mine, slot(i) + off, end - begin);
         std::memcpy(slot(local_index_) + off, mine, (end - begin) * esize);
       }
       arrive();

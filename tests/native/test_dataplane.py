@@ -3,6 +3,7 @@ job; stray local connections during collectives neither break nor join it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from native_builds import Build, launch, source_module
 dataplane = source_module("_dataplane")
 
 
-def _loopback(tags: dict[int, bytes], size: int):
+def _loopback(tags: dict[int, bytes], size: int) -> Callable[[np.ndarray], np.ndarray]:
     """An alltoall as the pairs would deliver it to rank 0 (row q: what q sent)."""
 
     def alltoall(send: np.ndarray) -> np.ndarray:
@@ -43,7 +44,8 @@ def test_a_stranger_is_named(forged: object) -> None:
     elif forged == "other pair":
         tags[2] = dataplane.tag(key, nonce, 1, 0)
     else:
-        tags[2] = forged  # type: ignore[assignment]
+        assert isinstance(forged, bytes)
+        tags[2] = forged
     assert dataplane.prove_pairs(_loopback(tags, 3), key, nonce, 0, 3) == [2]
 
 

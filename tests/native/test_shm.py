@@ -4,13 +4,12 @@ a rank killed mid-collective, two jobs at once, and what the segment looks like.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from native_builds import Build, WORKERS, launch, run_argv
+from native_builds import WORKERS, Build, launch, run_argv
 from test_collectives import check_every_op_and_dtype, results
 
 pytestmark = pytest.mark.slow

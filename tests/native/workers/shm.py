@@ -42,7 +42,7 @@ elif scenario == "kill":  # rank 2 is killed while everyone is inside allreduces
 elif scenario == "job":  # values unique to this job: crosstalk would change the sums
     job = int(sys.argv[3])
     ok = True
-    for it in range(200):
+    for _ in range(200):
         for n in (16, 70_000, 1 << 20):
             x = np.full(n, job * 1000 + rank, np.float64)
             want = sum(job * 1000 + r for r in range(size))
