@@ -57,4 +57,5 @@ def test_stray_connections_during_collectives(gloo_build: Build, shm: str, tmp_p
     for r in range(2):
         result, ports, held = (tmp_path / f"outcome{r}.txt").read_text().split()
         assert result == "ok"
-        assert int(ports) >= 1 and int(held) >= 3, "the attack connected"
+        assert int(ports) >= 1, "the attack found the rank's ports"
+        assert int(held) == 0, "nothing listens once the mesh is up"

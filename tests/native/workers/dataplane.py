@@ -1,7 +1,8 @@
-"""Stray local connections to the ranks' Gloo listeners while the job runs:
-python dataplane.py OUT_DIR. Rank 0 connects to rank 1's listening ports with
-garbage, idle sockets and a replay of a valid pair tag; every rank then
-checks 200 allreduces (HVD_SELECTOR_SHM=0 keeps them on Gloo TCP)."""
+"""Stray local connections to the ranks' Gloo ports while the job runs:
+python dataplane.py OUT_DIR. Each rank knocks on the next rank's TCP ports
+with garbage, idle sockets and a replay of a pair tag; every rank checks 200
+allreduces (HVD_SELECTOR_SHM=0 keeps them on Gloo TCP) and records how many
+stray connections got through (Gloo closes its listeners after init)."""
 
 import os
 import socket
@@ -20,8 +21,9 @@ hvd.init()
 rank, size = hvd.rank(), hvd.size()
 
 
-def listening_ports() -> list[int]:
-    """This process's listening TCP ports (its sockets' inodes in /proc/self/net/tcp)."""
+def own_ports() -> list[int]:
+    """Local ports of this process's TCP sockets, listening or connected (its
+    sockets' inodes in /proc/self/net/tcp): where a stray process would knock."""
     inodes = set()
     for fd in os.listdir("/proc/self/fd"):
         try:
@@ -33,12 +35,12 @@ def listening_ports() -> list[int]:
     ports = []
     for line in Path("/proc/self/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
-        if fields[3] == "0A" and fields[9] in inodes:
+        if fields[3] in ("01", "0A") and fields[9] in inodes:
             ports.append(int(fields[1].split(":")[1], 16))
     return ports
 
 
-(out_dir / f"ports{rank}.txt").write_text(" ".join(map(str, listening_ports())))
+(out_dir / f"ports{rank}.txt").write_text(" ".join(map(str, own_ports())))
 hvd.barrier()
 held: list[socket.socket] = []
 stop = threading.Event()
