@@ -157,8 +157,10 @@ class ShmBackend : public Backend {
     local_size_ = static_cast<int>(local.size());
     local_index_ = static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
     if (local_size_ == 1) {
-      // Nothing to share on this host, but every rank takes part in the exchange below.
+      // Nothing to share on this host, but the same collectives as the others.
       inner_->allgather(&mine, all.data(), sizeof(Announce));
+      inner_->allgather(&mine, all.data(), sizeof(Announce));
+      inner_->barrier();
       return;
     }
     // The host's leader creates the segment under a fresh random name, mode 0600.
