@@ -21,7 +21,7 @@ def _segments() -> set[str]:
 
 @pytest.mark.parametrize(
     "np_,hosts,pair01,pair02",
-    [(2, 1, "shm", None), (4, 1, "shm", "shm"), (4, 2, "shm", "gloo tcp"), (3, 2, "shm", "gloo tcp")],
+    [(2, 1, "shm", None), (4, 1, "shm", "shm"), (4, 2, "shm", "gloo tcp"), (4, 3, "shm", "gloo tcp")],
 )
 def test_every_op_over_shm_and_hierarchy(
     gloo_build: Build, np_: int, hosts: int, pair01: str, pair02: str | None, tmp_path: Path
