@@ -100,12 +100,29 @@ def skbuild_settings(variant: Variant, catalog: Catalog, extra: Mapping[str, Any
 
 
 def verify_wheel_variant(wheel: Path, variant: Variant, catalog: Catalog) -> None:
-    """The wheel must carry *.dist-info/variant.json describing exactly ``variant``."""
+    """The wheel's two variant records must both describe exactly ``variant``.
+
+    Installers read ``*.dist-info/variant.json``; the import guard reads the
+    package's own ``hvd_selector/variant.json``. A wheel where they disagree
+    would install as one variant and be guarded as another, so it is refused.
+    """
+    guard_copy = f"{catalog.namespace}/variant.json"
     with zipfile.ZipFile(wheel) as archive:
         names = [n for n in archive.namelist() if n.endswith(".dist-info/variant.json")]
         if len(names) != 1:
             raise IntegrityError(f"{wheel.name}: expected one .dist-info/variant.json, found {len(names)}")
-        _, built = variant_json.parse(archive.read(names[0]), catalog, source=f"{wheel.name}:{names[0]}")
+        if guard_copy not in archive.namelist():
+            raise IntegrityError(f"{wheel.name}: has no {guard_copy} (the import guard's record of the build)")
+        records = [
+            variant_json.parse(archive.read(name), catalog, source=f"{wheel.name}:{name}")[1]
+            for name in (names[0], guard_copy)
+        ]
+    built, guarded = records
+    if guarded != built:
+        raise IntegrityError(
+            f"{wheel.name}: {guard_copy} says {format_variant(guarded)} but {names[0]} says "
+            f"{format_variant(built)}; refusing a wheel whose records disagree"
+        )
     if built != variant:
         raise IntegrityError(f"{wheel.name} was built as {format_variant(built)}, not {format_variant(variant)}")
 
