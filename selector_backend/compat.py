@@ -49,21 +49,29 @@ def _arch(arch: str) -> tuple[int, int]:
     return int(arch[:-1]), int(arch[-1])
 
 
-def cuda_arch_support(archs: Sequence[str], cc: str) -> Support | None:
-    """How a build for ``archs`` runs on a GPU of compute capability ``cc``.
+def gpu_code(archs: Sequence[str], cc: str) -> tuple[Support, str] | None:
+    """The one SASS/PTX rule: which image of a build for ``archs`` a GPU of ``cc`` runs.
 
-    SASS sm_XY runs on the same major with minor >= Y; PTX (emitted for the
-    highest arch only) JIT-compiles on any GPU >= X.Y. SASS is preferred.
+    SASS sm_XY runs on the same major with minor >= Y (the closest such arch
+    wins); PTX is emitted for the highest arch only and JIT-compiles on any GPU
+    >= X.Y. SASS is preferred. None: nothing in the build runs on that GPU.
     """
-    real = sorted(_arch(a) for a in archs if a != "none")
+    real = sorted((_arch(a), a) for a in archs if a != "none")
     if not real:
         return None
     gpu = _cc(cc)
-    if any(a[0] == gpu[0] and a[1] <= gpu[1] for a in real):
-        return "sass"
-    if real[-1] <= gpu:
-        return "ptx"
+    sass = [name for arch, name in real if arch[0] == gpu[0] and arch[1] <= gpu[1]]
+    if sass:
+        return "sass", sass[-1]
+    if real[-1][0] <= gpu:
+        return "ptx", real[-1][1]
     return None
+
+
+def cuda_arch_support(archs: Sequence[str], cc: str) -> Support | None:
+    """How a build for ``archs`` runs on a GPU of compute capability ``cc`` (gpu_code's kind)."""
+    code = gpu_code(archs, cc)
+    return None if code is None else code[0]
 
 
 def check_cuda(archs: Sequence[str], toolkit: str | None, host: HostProfile) -> list[Finding]:
@@ -166,15 +174,8 @@ def cuda_code_used(archs: Sequence[str], host: HostProfile) -> tuple[int, ...]:
     compatible older image, and a 10.0 GPU JIT-compiles compute_90 PTX into better code
     than compute_70. Ranking uses this after SASS-vs-PTX so the catalog's exact builds win.
     """
-    real = sorted(_arch(a) for a in archs if a != "none")
-    used = []
-    for gpu in host.nvidia_gpus():
-        cc = _cc(gpu.compute_capability)
-        sass = [a for a in real if a[0] == cc[0] and a[1] <= cc[1]]
-        best = max(sass) if sass else (real[-1] if real and real[-1] <= cc else None)
-        if best is not None:
-            used.append(best[0] * 10 + best[1])
-    return tuple(sorted(used))
+    codes = [gpu_code(archs, gpu.compute_capability) for gpu in host.nvidia_gpus()]
+    return tuple(sorted(int(code[1]) for code in codes if code is not None))
 
 
 # ------------------------------------------------------------------ libraries, os

@@ -241,13 +241,9 @@ def best_target(host: HostProfile, catalog: Catalog) -> str:
 
 
 def _arch_for(cc: str, line_archs: tuple[str, ...]) -> str | None:
-    """The line's arch with SASS for ``cc`` (exact, else same major lower minor)."""
-    exact = cc.replace(".", "")
-    if exact in line_archs:
-        return exact
-    major, minor = (int(x) for x in cc.split("."))
-    same = [a for a in line_archs if int(a[:-1]) == major and int(a[-1]) <= minor]
-    return max(same, key=int) if same else None
+    """The line's arch with SASS for ``cc`` (compat.gpu_code: the closest same-major one)."""
+    code = compat.gpu_code(line_archs, cc)
+    return code[1] if code is not None and code[0] == "sass" else None
 
 
 def gpu_build(
