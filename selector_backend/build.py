@@ -39,14 +39,17 @@ def log(message: str) -> None:
 
 def build_requires(variant: Variant, host: HostProfile) -> list[str]:
     """What the isolated build environment needs for this variant (nothing more)."""
+    from .catalog import load_catalog
+
     needs = list(BASE_BUILD_REQUIRES)
-    if "mpi" in (*variant.values_of("tensor_ops"), *variant.values_of("controllers")):
+    uses = load_catalog().libraries_of(variant)
+    if "mpi" in uses:
         mpi = host.library("mpi")
         if mpi is not None and (mpi.location or "").startswith("pip wheel ") and mpi.implementation:
             dist = (mpi.location or "").split()[2]
             needs.append(f"{dist}=={mpi.version}" if mpi.version else dist)
     cuda = str(variant["cuda"])
-    if cuda in NCCL_WHEEL and variant["tensor_ops"] == "nccl":
+    if cuda in NCCL_WHEEL and "nccl" in uses:
         needs.append(NCCL_WHEEL[cuda])
     return needs
 
@@ -73,7 +76,9 @@ def missing_toolchain(variant: Variant) -> list[str]:
     problems = []
     if not _which_any(os.environ.get("CXX", ""), "c++", "g++", "clang++"):
         problems.append("a C++17 compiler (apt install g++, or set CXX)")
-    uses = {*variant.values_of("tensor_ops"), *variant.values_of("controllers")}
+    from .catalog import load_catalog
+
+    uses = load_catalog().libraries_of(variant)
     if "gloo" in uses and not gloo_config_found(os.environ):
         problems.append("Gloo (apt install libgloo-dev, or recipes/gloo/; or set Gloo_DIR or CMAKE_PREFIX_PATH)")
     if "mpi" in uses and not _which_any(os.environ.get("MPICC", ""), "mpicc"):
