@@ -198,7 +198,12 @@ def _gpu_host_fallback(resolution: Any, policy: str | None) -> Any:
         return None
     log(warning)
     source = resolution.source_build
-    if policy == "never-build" or source is None or source["cuda"] == "none" or resolution.selector.wants_gpu() is False:
+    if (
+        policy == "never-build"
+        or source is None
+        or source["cuda"] == "none"
+        or resolution.selector.wants_gpu() is False
+    ):
         return None
     missing = missing_toolchain(source)
     if missing:

@@ -134,7 +134,11 @@ def check_driver(toolkit: str | None, driver: str | None, ptx_only: Sequence[str
     if toolkit is None:
         return Finding(True, "CUDA version of the binary not recorded; driver check skipped")
     if driver is None:
-        return Finding(False, f"built with CUDA {toolkit}, needs a driver supporting CUDA {_major(toolkit)}.0 or newer; driver version unknown")
+        return Finding(
+            False,
+            f"built with CUDA {toolkit}, needs a driver supporting CUDA {_major(toolkit)}.0 or newer; "
+            "driver version unknown",
+        )
     if ptx_only and not at_least(driver, toolkit):
         gpus = ", ".join(ptx_only)
         return Finding(

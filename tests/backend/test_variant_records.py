@@ -37,11 +37,11 @@ def test_agreeing_records_pass(tmp_path: Path) -> None:
 def test_disagreeing_records_are_refused(tmp_path: Path) -> None:
     """dist-info says x86_64_v3 (what the backend selected), the guard's copy says v4."""
     catalog = load_catalog()
-    with pytest.raises(IntegrityError, match="hvd_selector/variant.json says target=x86_64_v4.*records disagree"):
+    with pytest.raises(IntegrityError, match=r"hvd_selector/variant\.json says target=x86_64_v4.*records disagree"):
         verify_wheel_variant(wheel(tmp_path, V3, V4), catalog.parse_variant(V3), catalog)
 
 
 def test_missing_guard_record_is_refused(tmp_path: Path) -> None:
     catalog = load_catalog()
-    with pytest.raises(IntegrityError, match="has no hvd_selector/variant.json"):
+    with pytest.raises(IntegrityError, match=r"has no hvd_selector/variant\.json"):
         verify_wheel_variant(wheel(tmp_path, V3, None), catalog.parse_variant(V3), catalog)

@@ -58,15 +58,30 @@ def profile(cpu: str, gpus: list[dict[str, str]], driver: str | None, machine: s
 # (id, host, expected selected variant, expected text in the reasons / notes)
 MACHINES = [
     # 8x A100 on the 535 driver (CUDA 12.2) [driver]: CUDA 12.4 builds run by minor-version compat [compat]
-    ("a100-535", profile("icelake", [A100] * 8, "12.2"), "target=x86_64_v3 cuda=12 cuda_arch=80 ", "minor-version compatibility"),
+    (
+        "a100-535",
+        profile("icelake", [A100] * 8, "12.2"),
+        "target=x86_64_v3 cuda=12 cuda_arch=80 ",
+        "minor-version compatibility",
+    ),
     # H100 on 575 (CUDA 12.9) [driver]: SASS 90 of the 12 line, the 13.x build needs a 580 driver [compat]
-    ("h100-575", profile("sapphirerapids", [H100] * 8, "12.9"), "target=x86_64_v3 cuda=12 cuda_arch=90 ", "has SASS for GPU 9.0"),
+    (
+        "h100-575",
+        profile("sapphirerapids", [H100] * 8, "12.9"),
+        "target=x86_64_v3 cuda=12 cuda_arch=90 ",
+        "has SASS for GPU 9.0",
+    ),
     # GTX 1080 (6.1) on 535 [cc][driver]: no prebuilt has sm_6x; CPU build plus the warning
     ("gtx1080-535", profile("skylake", [GTX1080], "12.2"), "target=x86_64_v3 cuda=none ", "cuda=12 cuda_arch=61"),
     # B200 on 570 (CUDA 12.8) [driver]: only compute_90 PTX of the 12.4 build runs (12.8 >= 12.4)
     ("b200-570", profile("sapphirerapids", [B200] * 8, "12.8"), "target=x86_64_v3 cuda=12 cuda_arch=90 ", "PTX JIT"),
     # B200 on 580 (CUDA 13.0) [driver]: the 13 line has SASS 100
-    ("b200-580", profile("sapphirerapids", [B200] * 8, "13.0"), "target=x86_64_v3 cuda=13 cuda_arch=100 ", "SASS for GPU 10.0"),
+    (
+        "b200-580",
+        profile("sapphirerapids", [B200] * 8, "13.0"),
+        "target=x86_64_v3 cuda=13 cuda_arch=100 ",
+        "SASS for GPU 10.0",
+    ),
     # RTX 5090 on 570 (12.8): PTX of compute_90; on 580 (13.0): SASS 120 [cc][driver]
     ("rtx5090-570", profile("zen4", [RTX5090], "12.8"), "target=x86_64_v3 cuda=12 cuda_arch=90 ", "PTX JIT"),
     ("rtx5090-580", profile("zen4", [RTX5090], "13.0"), "target=x86_64_v3 cuda=13 cuda_arch=120 ", "SASS for GPU 12.0"),
