@@ -8,54 +8,68 @@ first GPU operation) against the device's compute capability.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from ._facts import BuildFacts
 
 REINSTALL = "pip install --no-cache-dir --force-reinstall hvd-selector"
-TARGET_ENV = "HVD_SELECTOR_TARGET"
 
 
-def _host_cpu() -> tuple[str, str, frozenset[str]]:
-    """(microarch name, family, features) of this host, or the pretend one."""
-    from selector_backend import targets
+def _cpuid_features() -> frozenset[str]:
+    """Features from the cpuid instruction (archspec's reader), /proc/cpuinfo for names cpuid lacks.
 
-    pretend = os.environ.get(TARGET_ENV, "").strip()
-    if pretend:
-        if not targets.known_target(pretend):
-            from selector_backend.errors import did_you_mean
+    /proc/cpuinfo describes the kernel's CPU, which is not the CPU this process
+    runs on under an emulator or a CPU-masking hypervisor; cpuid is. Names
+    archspec's cpuid table does not cover (zen's clzero ...) come from /proc.
+    """
+    from archspec.cpu import detect
+    from archspec.cpu.schema import CPUID_JSON
 
-            raise ImportError(
-                f"hvd_selector: {TARGET_ENV}={pretend!r} is not an archspec target"
-                f"{did_you_mean(pretend, targets._targets())}; unset it or name a real one"
-            )
-        return pretend, targets.family(pretend), targets.features(pretend)
-    import archspec.cpu
-
-    host = archspec.cpu.host()
-    return str(host.name), str(host.family.name), frozenset(host.features)
+    cpuid = detect.CpuidInfoCollector()
+    known = {b["name"] for group in ("flags", "extension-flags") for call in CPUID_JSON[group] for b in call["bits"]}
+    try:
+        proc = set(detect.proc_cpuinfo().features)
+    except Exception:  # no /proc: cpuid alone
+        proc = set()
+    return frozenset(set(cpuid.features) | (proc - known - {"sse3"}))  # cpuid says sse3 as pni
 
 
-def check_cpu(facts: BuildFacts) -> None:
-    """ImportError unless this CPU runs the build's target."""
-    from selector_backend import targets
+def real_cpu() -> str:
+    """The archspec microarchitecture of the CPU this process really runs on.
 
-    target = facts.target
-    host_name, host_family, host_features = _host_cpu()
-    if not targets.known_target(target):
-        raise ImportError(f"hvd_selector: this build targets unknown CPU {target!r}; reinstall: {REINSTALL}")
-    if targets.family(target) != host_family:
+    Never an override: HVD_SELECTOR_TARGET and host profiles steer which build
+    is chosen, but the safety check reads the hardware (an ``ENV`` left in a
+    Docker image must not turn it off). On x86_64 Linux the features come from
+    cpuid; elsewhere archspec's own detection already reads the hardware.
+    """
+    import platform
+
+    from archspec.cpu import detect
+
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        import archspec.cpu
+
+        return str(archspec.cpu.host().name)
+    cpuid = detect.CpuidInfoCollector()
+    info = detect.partial_uarch(vendor=cpuid.vendor, features=set(_cpuid_features()))
+    original = detect.detected_info
+    detect.detected_info = lambda: info  # archspec's own pick among compatible targets
+    try:
+        return str(detect.host.__wrapped__().name)
+    finally:
+        detect.detected_info = original
+
+
+def check_cpu(facts: BuildFacts, host_target: str | None = None) -> None:
+    """ImportError unless this CPU runs the build's target (the resolver's own rule)."""
+    from selector_backend.targets import cpu_verdict
+
+    host = host_target or real_cpu()
+    ok, why = cpu_verdict(facts.target, host)
+    if not ok:
         raise ImportError(
-            f"hvd_selector: this build is for {targets.family(target)} ({target}) but this "
-            f"machine is {host_family} ({host_name}); reinstall the build for this machine: "
-            f"{REINSTALL}"
-        )
-    missing = targets.missing_features(target, host_features)
-    if missing:
-        raise ImportError(
-            f"hvd_selector: this build targets {target} but this CPU ({host_name}) lacks "
-            f"{', '.join(missing)}; reinstall the build for this machine: {REINSTALL}"
+            f"hvd_selector: this build targets {facts.target} but this CPU is {host}: {why}; "
+            f"reinstall the build for this machine: {REINSTALL}"
         )
 
 

@@ -170,6 +170,9 @@ def _decide(settings: Any, editable: bool) -> Plan:
             why_not = f"the variant index could not be read ({exc})"
         else:
             resolution = resolve(host, candidates, catalog, selector)
+            gpu_source = _gpu_host_fallback(resolution, policy)
+            if gpu_source is not None:
+                return Plan("source", gpu_source, resolution.notes[0], settings, host)
             if resolution.selected is not None:
                 chosen = resolution.selected
                 return Plan("prebuilt", chosen.variant, "; ".join(chosen.reasons), settings, host, chosen)
@@ -179,6 +182,35 @@ def _decide(settings: Any, editable: bool) -> Plan:
     if policy == "never-build":
         raise NothingFitsError(f"{why_not}, and build-policy is never-build")
     return Plan("source", ideal_variant(host, catalog, selector), why_not, settings, host)
+
+
+def _gpu_host_fallback(resolution: Any, policy: str | None) -> Any:
+    """On a GPU host with no fitting GPU prebuilt, ``auto`` builds the GPU source build
+    when the CUDA toolchain is here (else installs the CPU build, loudly).
+
+    Returns that GPU variant, or None to go on with the CPU prebuilt; the
+    warning (resolve.gpu_host_warning) goes to the console either way.
+    """
+    from .build import log, missing_toolchain
+
+    warning = next((n for n in resolution.notes if n.startswith("WARNING: this host has")), None)
+    if warning is None:
+        return None
+    log(warning)
+    source = resolution.source_build
+    if (
+        policy == "never-build"
+        or source is None
+        or source["cuda"] == "none"
+        or resolution.selector.wants_gpu() is False
+    ):
+        return None
+    missing = missing_toolchain(source)
+    if missing:
+        log(f"WARNING: installing the CPU build: the GPU source build needs {'; '.join(missing)}")
+        return None
+    log("the CUDA toolchain is present: building the GPU source build instead of the CPU prebuilt")
+    return source
 
 
 def _announce(plan: Plan) -> None:

@@ -39,14 +39,17 @@ def log(message: str) -> None:
 
 def build_requires(variant: Variant, host: HostProfile) -> list[str]:
     """What the isolated build environment needs for this variant (nothing more)."""
+    from .catalog import load_catalog
+
     needs = list(BASE_BUILD_REQUIRES)
-    if "mpi" in (*variant.values_of("tensor_ops"), *variant.values_of("controllers")):
+    uses = load_catalog().libraries_of(variant)
+    if "mpi" in uses:
         mpi = host.library("mpi")
         if mpi is not None and (mpi.location or "").startswith("pip wheel ") and mpi.implementation:
             dist = (mpi.location or "").split()[2]
             needs.append(f"{dist}=={mpi.version}" if mpi.version else dist)
     cuda = str(variant["cuda"])
-    if cuda in NCCL_WHEEL and variant["tensor_ops"] == "nccl":
+    if cuda in NCCL_WHEEL and "nccl" in uses:
         needs.append(NCCL_WHEEL[cuda])
     return needs
 
@@ -73,7 +76,9 @@ def missing_toolchain(variant: Variant) -> list[str]:
     problems = []
     if not _which_any(os.environ.get("CXX", ""), "c++", "g++", "clang++"):
         problems.append("a C++17 compiler (apt install g++, or set CXX)")
-    uses = {*variant.values_of("tensor_ops"), *variant.values_of("controllers")}
+    from .catalog import load_catalog
+
+    uses = load_catalog().libraries_of(variant)
     if "gloo" in uses and not gloo_config_found(os.environ):
         problems.append("Gloo (apt install libgloo-dev, or recipes/gloo/; or set Gloo_DIR or CMAKE_PREFIX_PATH)")
     if "mpi" in uses and not _which_any(os.environ.get("MPICC", ""), "mpicc"):
@@ -100,12 +105,29 @@ def skbuild_settings(variant: Variant, catalog: Catalog, extra: Mapping[str, Any
 
 
 def verify_wheel_variant(wheel: Path, variant: Variant, catalog: Catalog) -> None:
-    """The wheel must carry *.dist-info/variant.json describing exactly ``variant``."""
+    """The wheel's two variant records must both describe exactly ``variant``.
+
+    Installers read ``*.dist-info/variant.json``; the import guard reads the
+    package's own ``hvd_selector/variant.json``. A wheel where they disagree
+    would install as one variant and be guarded as another, so it is refused.
+    """
+    guard_copy = f"{catalog.namespace}/variant.json"
     with zipfile.ZipFile(wheel) as archive:
         names = [n for n in archive.namelist() if n.endswith(".dist-info/variant.json")]
         if len(names) != 1:
             raise IntegrityError(f"{wheel.name}: expected one .dist-info/variant.json, found {len(names)}")
-        _, built = variant_json.parse(archive.read(names[0]), catalog, source=f"{wheel.name}:{names[0]}")
+        if guard_copy not in archive.namelist():
+            raise IntegrityError(f"{wheel.name}: has no {guard_copy} (the import guard's record of the build)")
+        records = [
+            variant_json.parse(archive.read(name), catalog, source=f"{wheel.name}:{name}")[1]
+            for name in (names[0], guard_copy)
+        ]
+    built, guarded = records
+    if guarded != built:
+        raise IntegrityError(
+            f"{wheel.name}: {guard_copy} says {format_variant(guarded)} but {names[0]} says "
+            f"{format_variant(built)}; refusing a wheel whose records disagree"
+        )
     if built != variant:
         raise IntegrityError(f"{wheel.name} was built as {format_variant(built)}, not {format_variant(variant)}")
 

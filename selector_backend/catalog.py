@@ -11,6 +11,7 @@ import functools
 import itertools
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
 from . import targets
@@ -21,12 +22,14 @@ from .versions import is_version
 
 AXIS_KINDS = ("single", "multi")
 CAPABILITIES = ("nvidia_gpu", "mpi")
+LIBRARIES = ("gloo", "mpi", "nccl")
 _TOP_LEVEL = {
     "package",
     "axes",
     "cuda_lines",
     "constraints",
     "host_requirements",
+    "libraries",
     "builds",
     "preferences",
     "prebuilt",
@@ -93,6 +96,7 @@ class Catalog(NamedTuple):
     preferences: Mapping[str, tuple[str, ...]]
     mpi_abi: str | None = None
     prebuilt: tuple[PrebuiltEntry, ...] = ()
+    libraries: Mapping[tuple[str, str], tuple[str, ...]] = MappingProxyType({})
 
     # ------------------------------------------------------------ variants
     def axis(self, name: str) -> Axis:
@@ -187,6 +191,16 @@ class Catalog(NamedTuple):
                     needs.append((axis, value, cap))
         return needs
 
+    def libraries_of(self, variant: Variant) -> tuple[str, ...]:
+        """The libraries (gloo, mpi, nccl) a variant links: the catalog's [libraries] table, read here only."""
+        uses = {
+            lib
+            for axis in self.axes
+            for value in variant.values_of(axis)
+            for lib in self.libraries.get((axis, value), ())
+        }
+        return tuple(lib for lib in LIBRARIES if lib in uses)
+
     def preference(self, axis: str, value: str) -> int:
         order = self.preferences.get(axis, ())
         return order.index(value) if value in order else len(order)
@@ -257,7 +271,8 @@ class _CatalogReader:
             target_family=family,
             cuda_lines=cuda_lines,
             constraints=self.read_constraints(),
-            host_requirements=self.read_host_requirements(),
+            host_requirements=self.read_value_table("host_requirements", CAPABILITIES, "capability"),
+            libraries=self.read_value_table("libraries", LIBRARIES, "library"),
             preferences=self.read_preferences(),
             mpi_abi=self.read_mpi_abi(),
         )
@@ -402,22 +417,22 @@ class _CatalogReader:
             if not allowed or not c.include.get(axis, frozenset()) <= allowed:
                 raise self.fail(f"contradictory constraint ({c.message!r}): no value of {axis} satisfies it", *needles)
 
-    def read_host_requirements(self) -> dict[tuple[str, str], tuple[str, ...]]:
-        raw = self.table(self.data.get("host_requirements", {}), "[host_requirements]", "[host_requirements]")
+    def read_value_table(
+        self, name: str, allowed: tuple[str, ...], what: str
+    ) -> dict[tuple[str, str], tuple[str, ...]]:
+        """An ``"axis=value" = [names]`` table ([host_requirements], [libraries])."""
+        where = f"[{name}]"
+        raw = self.table(self.data.get(name, {}), where, where)
         out: dict[tuple[str, str], tuple[str, ...]] = {}
-        for key, caps in raw.items():
+        for key, names in raw.items():
             axis, _, value = key.partition("=")
             if axis not in self.axes or value not in self.axes[axis].values:
-                raise self.fail(f"host requirement key {key!r} is not axis=value", "[host_requirements]", key)
-            caps_t = self.strings(caps, f"host requirement {key}", "[host_requirements]", key)
-            for cap in caps_t:
-                if cap not in CAPABILITIES:
-                    raise self.fail(
-                        f"unknown capability {cap!r}{did_you_mean(cap, CAPABILITIES)}",
-                        "[host_requirements]",
-                        key,
-                    )
-            out[(axis, value)] = caps_t
+                raise self.fail(f"{name.replace('_', ' ')} key {key!r} is not axis=value", where, key)
+            names_t = self.strings(names, f"{what} list {key}", where, key)
+            for item in names_t:
+                if item not in allowed:
+                    raise self.fail(f"unknown {what} {item!r}{did_you_mean(item, allowed)}", where, key)
+            out[(axis, value)] = names_t
         return out
 
     def read_mpi_abi(self) -> str | None:

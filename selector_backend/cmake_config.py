@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import targets, variant_json
-from .catalog import Catalog
+from .catalog import LIBRARIES, Catalog
 from .variant import Variant, format_variant, variant_label
 
 
@@ -54,6 +54,9 @@ def render_cmake(
     ]
     for axis in variant:
         lines.append(f'set({catalog.axes[axis].cmake}_LIST "{";".join(variant.values_of(axis))}")')
+    uses = catalog.libraries_of(variant)
+    for library in LIBRARIES:  # the catalog's [libraries] table decides what is linked
+        lines.append(f"set(HVD_WITH_{library.upper()} {'ON' if library in uses else 'OFF'})")
     return "\n".join(lines) + "\n"
 
 

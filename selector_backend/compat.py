@@ -36,17 +36,7 @@ def check_target(binary_target: str, host: HostProfile) -> Finding:
             ok,
             f"target {binary_target}: host cpu unknown, only the generic {host.machine} target is assumed to run",
         )
-    cpu = host.cpu
-    if not targets.known_target(binary_target):
-        return Finding(False, f"target {binary_target} is not an archspec microarchitecture")
-    fam = targets.family(binary_target)
-    if fam != cpu.family:
-        return Finding(False, f"target {binary_target} is an {fam} target; host {cpu.microarch} is {cpu.family}")
-    if binary_target == cpu.microarch:
-        return Finding(True, f"target {binary_target} is the host microarchitecture")
-    if targets.runs_on(binary_target, cpu.microarch):
-        return Finding(True, f"target {binary_target} is an ancestor of host {cpu.microarch}")
-    return Finding(False, f"target {binary_target} is not an ancestor of host {cpu.microarch}")
+    return Finding(*targets.cpu_verdict(binary_target, host.cpu.microarch))
 
 
 # ------------------------------------------------------------------ CUDA
@@ -59,21 +49,29 @@ def _arch(arch: str) -> tuple[int, int]:
     return int(arch[:-1]), int(arch[-1])
 
 
-def cuda_arch_support(archs: Sequence[str], cc: str) -> Support | None:
-    """How a build for ``archs`` runs on a GPU of compute capability ``cc``.
+def gpu_code(archs: Sequence[str], cc: str) -> tuple[Support, str] | None:
+    """The one SASS/PTX rule: which image of a build for ``archs`` a GPU of ``cc`` runs.
 
-    SASS sm_XY runs on the same major with minor >= Y; PTX (emitted for the
-    highest arch only) JIT-compiles on any GPU >= X.Y. SASS is preferred.
+    SASS sm_XY runs on the same major with minor >= Y (the closest such arch
+    wins); PTX is emitted for the highest arch only and JIT-compiles on any GPU
+    >= X.Y. SASS is preferred. None: nothing in the build runs on that GPU.
     """
-    real = sorted(_arch(a) for a in archs if a != "none")
+    real = sorted((_arch(a), a) for a in archs if a != "none")
     if not real:
         return None
     gpu = _cc(cc)
-    if any(a[0] == gpu[0] and a[1] <= gpu[1] for a in real):
-        return "sass"
-    if real[-1] <= gpu:
-        return "ptx"
+    sass = [name for arch, name in real if arch[0] == gpu[0] and arch[1] <= gpu[1]]
+    if sass:
+        return "sass", sass[-1]
+    if real[-1][0] <= gpu:
+        return "ptx", real[-1][1]
     return None
+
+
+def cuda_arch_support(archs: Sequence[str], cc: str) -> Support | None:
+    """How a build for ``archs`` runs on a GPU of compute capability ``cc`` (gpu_code's kind)."""
+    code = gpu_code(archs, cc)
+    return None if code is None else code[0]
 
 
 def check_cuda(archs: Sequence[str], toolkit: str | None, host: HostProfile) -> list[Finding]:
@@ -115,17 +113,54 @@ def check_cuda(archs: Sequence[str], toolkit: str | None, host: HostProfile) -> 
                     f"{cc.split('.')[0]}.x family and PTX needs a newer GPU",
                 )
             )
-    if toolkit is None:
-        findings.append(Finding(True, "CUDA version of the binary not recorded; driver check skipped"))
-    elif host.cuda_driver is None:
-        findings.append(Finding(False, f"needs a driver supporting CUDA {toolkit}; driver version unknown"))
-    elif not at_least(host.cuda_driver, toolkit):
-        findings.append(
-            Finding(False, f"built with CUDA {toolkit} but the driver supports only CUDA {host.cuda_driver}")
-        )
-    else:
-        findings.append(Finding(True, f"driver supports CUDA {host.cuda_driver} >= {toolkit}"))
+    ptx_only = [cc for cc in {g.compute_capability for g in gpus} if cuda_arch_support(archs, cc) == "ptx"]
+    findings.append(check_driver(toolkit, host.cuda_driver, sorted(ptx_only, key=_cc)))
     return findings
+
+
+#: The oldest Linux driver of each CUDA major line (NVIDIA's CUDA Compatibility guide,
+#: "minor version compatibility": 12.x runs on >= 525.60.13, 13.x on >= 580).
+MINOR_COMPAT_DRIVER = {12: "525.60.13", 13: "580.65.06"}
+
+
+def check_driver(toolkit: str | None, driver: str | None, ptx_only: Sequence[str] = ()) -> Finding:
+    """CUDA minor-version compatibility: toolkit M.n runs on a driver supporting M.0 or newer.
+
+    ``driver`` is the highest CUDA version the driver supports. A newer major
+    always runs an older one. The exception is PTX: a GPU served only through
+    PTX JIT (``ptx_only`` lists their compute capabilities) needs a driver
+    whose CUDA version is >= the toolkit's M.n, since the JIT is the driver's.
+    """
+    if toolkit is None:
+        return Finding(True, "CUDA version of the binary not recorded; driver check skipped")
+    if driver is None:
+        return Finding(
+            False,
+            f"built with CUDA {toolkit}, needs a driver supporting CUDA {_major(toolkit)}.0 or newer; "
+            "driver version unknown",
+        )
+    if ptx_only and not at_least(driver, toolkit):
+        gpus = ", ".join(ptx_only)
+        return Finding(
+            False,
+            f"GPU {gpus} runs this build only through PTX JIT, which needs a driver supporting CUDA "
+            f"{toolkit} (the build's toolkit); the driver supports only CUDA {driver}",
+        )
+    if _major(driver) < _major(toolkit):
+        oldest = MINOR_COMPAT_DRIVER.get(_major(toolkit))
+        needs = f" (driver >= {oldest})" if oldest else ""
+        return Finding(
+            False,
+            f"built with CUDA {toolkit}: needs a driver supporting CUDA {_major(toolkit)}.0 or newer{needs}; "
+            f"the driver supports only CUDA {driver}",
+        )
+    if at_least(driver, toolkit):
+        return Finding(True, f"driver supports CUDA {driver} >= {toolkit}")
+    return Finding(True, f"driver supports CUDA {driver}: runs CUDA {toolkit} builds by minor-version compatibility")
+
+
+def _major(version: str) -> int:
+    return int(version.split(".")[0])
 
 
 def worst_cuda_support(archs: Sequence[str], host: HostProfile) -> Support | None:
@@ -143,15 +178,8 @@ def cuda_code_used(archs: Sequence[str], host: HostProfile) -> tuple[int, ...]:
     compatible older image, and a 10.0 GPU JIT-compiles compute_90 PTX into better code
     than compute_70. Ranking uses this after SASS-vs-PTX so the catalog's exact builds win.
     """
-    real = sorted(_arch(a) for a in archs if a != "none")
-    used = []
-    for gpu in host.nvidia_gpus():
-        cc = _cc(gpu.compute_capability)
-        sass = [a for a in real if a[0] == cc[0] and a[1] <= cc[1]]
-        best = max(sass) if sass else (real[-1] if real and real[-1] <= cc else None)
-        if best is not None:
-            used.append(best[0] * 10 + best[1])
-    return tuple(sorted(used))
+    codes = [gpu_code(archs, gpu.compute_capability) for gpu in host.nvidia_gpus()]
+    return tuple(sorted(int(code[1]) for code in codes if code is not None))
 
 
 # ------------------------------------------------------------------ libraries, os

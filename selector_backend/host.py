@@ -21,6 +21,17 @@ from .versions import is_version
 
 LIBRARY_NAMES = ("mpi", "nccl", "gloo")
 MPI_IMPLEMENTATIONS = ("mpich", "openmpi", "intelmpi", "mvapich", "cray-mpich", "unknown")
+#: Machine names operating systems really report, as archspec families (macOS says
+#: arm64, Windows AMD64/ARM64): accepted in profiles and detection, stored normalised.
+MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
+
+
+def normalise_machine(name: str) -> str:
+    """'arm64' -> 'aarch64', 'AMD64' -> 'x86_64'; other names lower-cased as they are."""
+    raw = name.strip().lower()
+    return MACHINE_ALIASES.get(raw, raw)
+
+
 _FIELDS = ("platform", "os", "machine", "libc", "python", "cpu", "gpus", "cuda_driver", "libraries", "notes")
 
 
@@ -135,7 +146,36 @@ def load_host_profile(path: Path) -> HostProfile:
         data = json.loads(text)
     except ValueError as exc:
         raise InputError(f"{path}: host profile is not valid JSON ({exc})") from None
-    return HostProfile.from_json(data, source=str(path))
+    return with_interpreter_defaults(HostProfile.from_json(data, source=str(path)))
+
+
+def with_interpreter_defaults(profile: HostProfile) -> HostProfile:
+    """Fill ``platform``, ``python`` and ``libc`` the way pip here would see them.
+
+    These describe the installer, not the hardware: a hand-written profile of
+    a GPU node without them could match no wheel at all. ``libc`` is taken
+    only when the profile's platform is this one; ``machine`` follows the
+    profile's own cpu. GPUs, driver, libraries and os keep DESIGN's rule: a
+    missing field is absent, never detected here. A note lists what was filled.
+    """
+    from .detect import system
+
+    filled: dict[str, str] = {}
+    here = system.platform_name()
+    if profile.platform is None:
+        filled["platform"] = here
+    if profile.python is None:
+        filled["python"] = system.python_tag()
+    if profile.libc is None and filled.get("platform", profile.platform) == here:
+        libc = system.libc()
+        if libc is not None:
+            filled["libc"] = libc
+    if profile.machine is None and profile.cpu is not None:
+        filled["machine"] = profile.cpu.family
+    if not filled:
+        return profile
+    note = "not in the profile, taken from this interpreter: " + ", ".join(f"{k}={v}" for k, v in filled.items())
+    return profile._replace(**filled).with_note(note)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ validation helpers
@@ -200,9 +240,10 @@ class _ProfileReader:
         if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
             raise self.fail("notes must be a list of strings")
         cpu = self.read_cpu(top.get("cpu"))
-        machine = self.text(top.get("machine"), "machine")
+        given_machine = self.text(top.get("machine"), "machine")
+        machine = None if given_machine is None else normalise_machine(given_machine)
         if cpu is not None and machine is not None and cpu.family != machine:
-            raise self.fail(f"cpu {cpu.microarch} is a {cpu.family} CPU but machine is {machine}")
+            raise self.fail(f"cpu {cpu.microarch} belongs to the {cpu.family} family but machine is {given_machine}")
         return HostProfile(
             platform=platform,
             os=self.text(top.get("os"), "os"),

@@ -186,18 +186,9 @@ WORKFLOW_ENV = {
 
 
 # ------------------------------------------------------------------ expansion
-def recipes_for(variant: Variant) -> tuple[str, ...]:
+def recipes_for(variant: Variant, catalog: Catalog) -> tuple[str, ...]:
     """The manylinux recipes (recipes/<dep>/manylinux.sh) a variant's build needs."""
-    uses = set(variant.values_of("tensor_ops")) | set(variant.values_of("controllers"))
-    needed = []
-    if variant["cuda"] != "none":
-        needed.append("cuda")
-    if "gloo" in uses:
-        needed.append("gloo")
-    if "mpi" in uses:
-        needed.append("mpi")
-    if "nccl" in uses:
-        needed.append("nccl")
+    needed = (["cuda"] if variant["cuda"] != "none" else []) + list(catalog.libraries_of(variant))
     return tuple(f"recipes/{dep}/manylinux.sh" for dep in needed)
 
 
@@ -207,7 +198,7 @@ def excludes_for(variant: Variant, catalog: Catalog) -> tuple[str, ...]:
     cuda = str(variant["cuda"])
     if cuda != "none":
         out += [*CUDA_EXCLUDES, f"libcudart.so.{cuda}"]
-    uses = set(variant.values_of("tensor_ops")) | set(variant.values_of("controllers"))
+    uses = catalog.libraries_of(variant)
     if "nccl" in uses:
         out += NCCL_EXCLUDES
     if "mpi" in uses:
@@ -245,7 +236,7 @@ def make_job(entry: str, variant: Variant, catalog: Catalog, pythons: Sequence[s
         runner=RUNNERS[family],
         image=image,
         pythons=tuple(pythons),
-        recipes=recipes_for(variant),
+        recipes=recipes_for(variant, catalog),
         auditwheel_excludes=excludes_for(variant, catalog),
         isa_check=target in BASELINE_TARGETS,
         cuda_toolkit=toolkit,

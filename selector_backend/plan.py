@@ -34,7 +34,7 @@ from typing import Any
 from . import compat, resolve
 from .catalog import Catalog
 from .errors import InputError, NothingFitsError
-from .host import HostProfile
+from .host import HostProfile, with_interpreter_defaults
 from .policy import Selector
 from .variant import Variant, format_variant, variant_label
 
@@ -67,7 +67,10 @@ def load_fleet(path: Path) -> list[tuple[str, HostProfile]]:
         raise InputError(f"{path}: a fleet is a JSON list of host profiles or an object name -> profile")
     if not items:
         raise InputError(f"{path}: the fleet lists no hosts")
-    return [(name, HostProfile.from_json(item, source=f"{path}: host {name}")) for name, item in items]
+    return [
+        (name, with_interpreter_defaults(HostProfile.from_json(item, source=f"{path}: host {name}")))
+        for name, item in items
+    ]
 
 
 # ------------------------------------------------------------------ the plan

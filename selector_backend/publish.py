@@ -403,7 +403,9 @@ def _run_into(cmd: list[str], outdir: Path, what: str, env: dict[str, str] | Non
 
 
 def _uses(variant: Variant, library: str) -> bool:
-    return library in (*variant.values_of("tensor_ops"), *variant.values_of("controllers"))
+    from .catalog import load_catalog
+
+    return library in load_catalog().libraries_of(variant)
 
 
 def mpicc_for(abi: str) -> str | None:

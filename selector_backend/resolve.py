@@ -17,7 +17,6 @@ from .compat import Finding
 from .host import HostProfile
 from .policy import Selector
 from .variant import AxisValue, Variant, format_variant
-from .versions import at_least
 
 
 class Candidate(NamedTuple):
@@ -177,7 +176,56 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
     except Exception as exc:  # an impossible selector on this host: say so, do not crash ranking
         source = None
         notes.append(f"no source build is possible: {exc}")
-    return Resolution(ranked[0] if good else None, ranked, source, selector, tuple(notes))
+    selected = ranked[0] if good else None
+    warning = gpu_host_warning(host, selected, ranked, selector, catalog)
+    if warning:
+        notes.insert(0, warning)
+    return Resolution(selected, ranked, source, selector, tuple(notes))
+
+
+GPU_HOST_HOWTO = (
+    "install it with the CUDA toolchain present: pip install hvd-selector -C build-policy=always-build "
+    "-C selector=gpu-nvidia (recipes/cuda/ installs the toolkit)"
+)
+
+
+def gpu_host_warning(
+    host: HostProfile,
+    selected: Ranked | None,
+    candidates: Iterable[Ranked],
+    selector: Selector,
+    catalog: Catalog,
+) -> str | None:
+    """The loud note when a host with NVIDIA GPUs gets no GPU build (DESIGN: never silently).
+
+    Says why each GPU build was rejected and which GPU source build would fit.
+    None when a GPU build was selected, the host has no NVIDIA GPU, or the
+    selector itself asked for a CPU build.
+    """
+    gpus = host.nvidia_gpus()
+    if not gpus or selector.wants_gpu() is False:
+        return None
+    if selected is not None and selected.variant["cuda"] != "none":
+        return None
+    names = ", ".join(sorted({f"{g.name} ({g.compute_capability})" for g in gpus}))
+    why: dict[Variant, str] = {}
+    for one in candidates:  # an index lists a variant once per wheel: say each variant once
+        if one.variant["cuda"] != "none" and not one.compatible and one.variant not in why:
+            why[one.variant] = one.reasons[0]
+    rejected = "; ".join(f"{format_variant(v)}: {reason}" for v, reason in why.items()) or "no GPU build is offered"
+    got = "a CPU build" if selected is not None else "no build"
+    try:
+        gpu = gpu_build(host, catalog, str(selector.pins["cuda"]) if "cuda" in selector.pins else None)
+    except Exception:
+        gpu = None
+    if gpu is None:
+        fit = "no GPU source build fits either (the driver's CUDA is unknown or older than every CUDA line)"
+    else:
+        fit = f"a GPU source build would fit: cuda={gpu[0]} cuda_arch={','.join(gpu[1])}; {GPU_HOST_HOWTO}"
+    return (
+        f"WARNING: this host has {len(gpus)} NVIDIA GPU(s) [{names}, driver CUDA {host.cuda_driver or 'unknown'}] "
+        f"but gets {got}: no prebuilt GPU build fits. Why, per GPU build: {rejected}. {fit}"
+    )
 
 
 # ------------------------------------------------------------------ ideal variant
@@ -193,13 +241,9 @@ def best_target(host: HostProfile, catalog: Catalog) -> str:
 
 
 def _arch_for(cc: str, line_archs: tuple[str, ...]) -> str | None:
-    """The line's arch with SASS for ``cc`` (exact, else same major lower minor)."""
-    exact = cc.replace(".", "")
-    if exact in line_archs:
-        return exact
-    major, minor = (int(x) for x in cc.split("."))
-    same = [a for a in line_archs if int(a[:-1]) == major and int(a[-1]) <= minor]
-    return max(same, key=int) if same else None
+    """The line's arch with SASS for ``cc`` (compat.gpu_code: the closest same-major one)."""
+    code = compat.gpu_code(line_archs, cc)
+    return code[1] if code is not None and code[0] == "sass" else None
 
 
 def gpu_build(
@@ -219,7 +263,7 @@ def gpu_build(
         line = catalog.cuda_lines.get(name)
         if line is None:
             continue
-        if host.cuda_driver is None or not at_least(host.cuda_driver, line.toolkit):
+        if not compat.check_driver(line.toolkit, host.cuda_driver).ok:  # SASS only: minor-version rule
             continue
         archs = [_arch_for(cc, line.archs) for cc in ccs]
         if all(archs):

@@ -135,7 +135,8 @@ OPTIONS: tuple[Option, ...] = (
         "target",
         _text,
         None,
-        "host CPU microarchitecture (archspec name), e.g. x86_64_v3 or zen3; the import guard honours it too",
+        "host CPU microarchitecture (archspec name), e.g. x86_64_v3 or zen3; "
+        "steers selection only (the import guard always checks the real CPU)",
         True,
     ),
     Option("os", _text, None, "host os in Spack naming, e.g. ubuntu24.04", True),

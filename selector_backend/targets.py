@@ -37,10 +37,35 @@ def known_target(name: str) -> bool:
 
 def runs_on(binary_target: str, host_target: str) -> bool:
     """Spack's rule: equal, or the binary's target is an ancestor of the host's."""
+    return cpu_verdict(binary_target, host_target)[0]
+
+
+def cpu_verdict(binary_target: str, host_target: str) -> tuple[bool, str]:
+    """The one CPU rule, as (runs, why): every consumer asks this, the import guard included.
+
+    ``host_target`` is the host's archspec microarchitecture (detected, or from
+    a profile). Ancestry is the rule; the missing features only explain a no.
+    """
+    targets = _targets()
+    if binary_target not in targets:
+        return False, f"target {binary_target} is not an archspec microarchitecture"
+    if host_target not in targets:
+        return False, f"host cpu {host_target} is not an archspec microarchitecture"
+    binary, host = targets[binary_target], targets[host_target]
+    fam, host_fam = str(binary.family.name), str(host.family.name)
+    if fam != host_fam:
+        return False, f"target {binary_target} is {_article(fam)} {fam} target; host {host_target} is {host_fam}"
     if binary_target == host_target:
-        return True
-    host = microarchitecture(host_target)
-    return any(a.name == binary_target for a in host.ancestors)
+        return True, f"target {binary_target} is the host microarchitecture"
+    if any(a.name == binary_target for a in host.ancestors):
+        return True, f"target {binary_target} is an ancestor of host {host_target}"
+    missing = sorted(set(binary.features) - set(host.features))
+    lacks = f" (host lacks {', '.join(missing)})" if missing else ""
+    return False, f"target {binary_target} is not an ancestor of host {host_target}{lacks}"
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" or word.startswith("x86") else "a"
 
 
 def specificity(name: str) -> int:
@@ -60,11 +85,6 @@ def generic(name: str) -> str:
 def features(name: str) -> frozenset[str]:
     """Every feature a target needs, inherited ones included."""
     return frozenset(microarchitecture(name).features)
-
-
-def missing_features(binary_target: str, host_features: frozenset[str]) -> list[str]:
-    """Features ``binary_target`` needs that the host does not report."""
-    return sorted(features(binary_target) - host_features)
 
 
 def optimization_flags(name: str, compiler: str, version: str) -> str:

@@ -58,7 +58,13 @@ def check_wheel_tags(wheel: WheelName, host: HostProfile, ranked_tags: dict[str,
     best = min((ranked_tags[t] for t in wheel.tags() if t in ranked_tags), default=None)
     tag = f"{wheel.python}-{wheel.abi}-{wheel.platform}"
     if best is None:
+        missing = [f for f in ("platform", "python", "libc", "machine") if getattr(host, f) is None]
+        if host.platform != "linux" and "libc" in missing:
+            missing.remove("libc")
+        lacks = f"; the host profile lacks {', '.join(missing)}" if missing else ""
         return Finding(
-            False, f"wheel tag {tag} is not supported by host ({host.python}, {host.libc}, {host.machine})"
+            False,
+            f"wheel tag {tag} is not supported by host ({host.platform}, {host.python}, {host.libc}, "
+            f"{host.machine}){lacks}",
         ), 10**9
     return Finding(True, f"wheel tag {tag} is supported by the host"), best

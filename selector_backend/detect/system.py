@@ -21,8 +21,12 @@ def platform_name() -> str:
 
 
 def machine() -> str:
-    raw = os.uname().machine.lower()
-    return {"amd64": "x86_64", "arm64": "aarch64"}.get(raw, raw)
+    """This machine's name as an archspec family (macOS arm64 and Windows AMD64 normalised)."""
+    import platform
+
+    from ..host import normalise_machine
+
+    return normalise_machine(platform.machine())
 
 
 def python_tag() -> str:

@@ -91,7 +91,7 @@ def test_check_target_agrees_with_archspec_ancestry(binary: str, host: str) -> N
     assert check_target(binary, make_host(host)).ok is expected
     # a binary that runs never needs a CPU feature the host lacks
     if expected:
-        assert not targets.missing_features(binary, frozenset(micro.features))
+        assert targets.features(binary) <= frozenset(micro.features)
 
 
 # ------------------------------------------------------------------ CUDA traps
@@ -138,13 +138,31 @@ def test_driver_too_old_for_the_cuda_line() -> None:
     host = make_host(gpus=["9.0"], driver="12.8")
     findings = check_cuda(["90"], "13.0", host)
     assert not compat.compatible(findings)
-    assert "driver supports only CUDA 12.8" in next(compat.failures(findings))
+    failure = next(compat.failures(findings))
+    assert "driver supports only CUDA 12.8" in failure and "CUDA 13.0 or newer (driver >= 580" in failure
     assert compat.compatible(check_cuda(["90"], "12.4", host))
     unknown = check_cuda(["90"], "12.4", host._replace(cuda_driver=None))
     assert "driver version unknown" in next(compat.failures(unknown))
     skipped = check_cuda(["90"], None, host._replace(cuda_driver=None))
     assert compat.compatible(skipped)
     assert any("not recorded" in f.reason for f in skipped)
+
+
+def test_minor_version_compatibility_runs_sass_on_an_older_driver_of_the_same_major() -> None:
+    """NVIDIA CUDA Compatibility guide: 12.x binaries run on any driver supporting 12.0 (>= 525)."""
+    host = make_host(gpus=["8.0"], driver="12.2")  # A100 on the 535 driver
+    findings = check_cuda(["70", "80", "90"], "12.4", host)
+    assert compat.compatible(findings), list(compat.failures(findings))
+    assert "minor-version compatibility" in findings[-1].reason
+
+
+def test_ptx_only_gpu_needs_a_driver_at_least_the_toolkit() -> None:
+    """The PTX exception: the driver's JIT must know the toolkit's PTX version."""
+    host = make_host(gpus=["9.0"], driver="12.2")  # H100 served by compute_80 PTX only
+    findings = check_cuda(["70", "80"], "12.4", host)
+    failure = next(compat.failures(findings))
+    assert "GPU 9.0 runs this build only through PTX JIT" in failure and "CUDA 12.4" in failure
+    assert compat.compatible(check_cuda(["70", "80"], "12.4", host._replace(cuda_driver="12.4")))
 
 
 def test_cuda_build_without_gpu_explains_the_docker_way_out() -> None:
@@ -202,10 +220,14 @@ def test_multi_gpu_host_is_served_iff_every_gpu_is(archs: list[str], ccs: list[s
     st.sampled_from(["11.8", "12.0", "12.2", "12.4", "12.8", "13.0", "13.1"]),
     st.sampled_from(["12.4", "13.0"]),
 )
-def test_driver_rule_is_a_version_comparison(driver: str, toolkit: str) -> None:
+def test_driver_rule_is_minor_version_compatibility(driver: str, toolkit: str) -> None:
+    """SASS on every GPU: the driver's CUDA major must reach the toolkit's (was: the full version)."""
     host = make_host(gpus=["9.0"], driver=driver)
     ok = compat.compatible(check_cuda(["90"], toolkit, host))
-    assert ok is (tuple(map(int, driver.split("."))) >= tuple(map(int, toolkit.split("."))))
+    assert ok is (int(driver.split(".")[0]) >= int(toolkit.split(".")[0]))
+    # served through PTX only (compute_80 on a 9.0 GPU): the whole version counts
+    via_ptx = compat.compatible(check_cuda(["80"], toolkit, host))
+    assert via_ptx is (tuple(map(int, driver.split("."))) >= tuple(map(int, toolkit.split("."))))
 
 
 # ------------------------------------------------------------------ requirements, os

@@ -90,7 +90,7 @@ BAD_PROFILES = [
     ({"gpu": []}, "unknown key profile.gpu (did you mean gpus?)"),
     ({"cpu": {"microarch": "zen33"}}, "'zen33' is not an archspec microarchitecture (did you mean zen3?)"),
     ({"cpu": {"microarch": "zen3", "generic": "x86_64_v4"}}, "contradicts archspec"),
-    ({"cpu": {"microarch": "zen3"}, "machine": "aarch64"}, "zen3 is a x86_64 CPU but machine is aarch64"),
+    ({"cpu": {"microarch": "zen3"}, "machine": "aarch64"}, "zen3 belongs to the x86_64 family but machine is aarch64"),
     ({"cpu": {"arch": "zen3"}}, "unknown key cpu.arch"),
     ({"gpus": [{"compute_capability": "8.x"}]}, "compute capability '8.x' is not like 8.0"),
     ({"gpus": [{"name": "A100"}]}, "gpus[0] needs a compute_capability"),

@@ -123,17 +123,20 @@ def test_mixed_host_takes_sass_plus_ptx_and_the_source_build_serves_both(catalog
     assert r.source_build["cuda_arch"] == ("75", "86")
 
 
-def test_gtx1080_falls_back_to_cpu_under_auto_and_fails_when_gpu_is_required(catalog: Any) -> None:
+def test_gtx1080_gets_a_loud_cpu_fallback_under_auto_and_fails_when_gpu_is_required(catalog: Any) -> None:
     host = make_host("skylake", gpus=["6.1"], driver="12.2")
     auto = run(catalog, host)
     assert auto.selected.variant["cuda"] == "none"
+    assert auto.notes[0].startswith("WARNING: this host has 1 NVIDIA GPU(s)")
+    assert "cuda=12 cuda_arch=61" in auto.notes[0]
     gpu = run(catalog, host, "gpu-nvidia")
-    assert gpu.selected is None and gpu.source_build is None
-    assert any("no source build is possible" in n for n in gpu.notes)
-    # with a driver new enough for CUDA 12 the exact source build targets sm_61
-    newer = run(catalog, host._replace(cuda_driver="12.4"), "gpu-nvidia")
-    assert newer.selected is None
-    assert newer.source_build["cuda_arch"] == ("61",) and newer.source_build["cuda"] == "12"
+    assert gpu.selected is None
+    # minor-version compatibility: a 12.2 driver runs a CUDA 12.4 build, so the exact
+    # source build targets sm_61 (before, the rule wrongly asked for a 12.4 driver)
+    assert gpu.source_build["cuda_arch"] == ("61",) and gpu.source_build["cuda"] == "12"
+    older = run(catalog, host._replace(cuda_driver="11.8"), "gpu-nvidia")
+    assert older.selected is None and older.source_build is None
+    assert any("no source build is possible" in n for n in older.notes)
 
 
 def test_selector_pins_restrict_and_explain(catalog: Any) -> None:

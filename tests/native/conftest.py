@@ -16,6 +16,12 @@ def gloo_build() -> Build:
     return build_variant("gloo-x86_64_v3", GLOO)
 
 
+@pytest.fixture(scope="session")
+def gloo_v4_build() -> Build:
+    """The AVX-512 build, for the guard under qemu-user CPU models without AVX-512."""
+    return build_variant("gloo-x86_64_v4", {**GLOO, "HVD_TARGET": "x86_64_v4"})
+
+
 def _mpi_build(impl: str) -> Build:
     if not Path(f"/usr/bin/mpicc.{impl}").exists():
         pytest.skip(f"mpicc.{impl} not installed")

@@ -120,15 +120,22 @@ def test_rocm_and_unknown_values_make_a_spec_incompatible_not_an_error(tmp_path,
 def test_index_sources_record_the_cuda_version(catalog, tmp_path):
     from spack_hosts import DATA
 
-    # v3 index: an sm_90 build with ^cuda@12.8.0 needs a driver for 12.8, not just the 12.4 line
+    # v3 index: an sm_90 build with ^cuda@12.8.0 is checked against the driver with the recorded
+    # version: CUDA minor-version compatibility runs it on a 12.4 driver (SASS for the H100;
+    # the test expected a refusal before the rule was corrected), but not on an 11.8 one
     listing = load_listing(DATA / "mirror-v3", "py-horovod")
     old_driver = pick(
         listing, host("ubuntu24.04", "zen3", "h100", driver="12.4"), catalog, parse_selector("gpu-nvidia", catalog)
     ).to_json()
-    assert old_driver["selected"] is None
+    assert old_driver["selected"]["hash"] == "lxdnwpyb2s4ocmxhjbpx4yhmrkrcxpa6"
+    assert any("runs CUDA 12.8 builds by minor-version compatibility" in r for r in old_driver["selected"]["reasons"])
+    too_old = pick(
+        listing, host("ubuntu24.04", "zen3", "h100", driver="11.8"), catalog, parse_selector("gpu-nvidia", catalog)
+    ).to_json()
+    assert too_old["selected"] is None
     assert any(
-        "driver supports only CUDA 12.4" in r
-        for r in old_driver["candidates"][0]["reasons"] + old_driver["candidates"][1]["reasons"]
+        "needs a driver supporting CUDA 12.0 or newer" in r and "supports only CUDA 11.8" in r
+        for r in too_old["candidates"][0]["reasons"] + too_old["candidates"][1]["reasons"]
     )
     new_driver = pick(
         listing, host("ubuntu24.04", "zen3", "h100", driver="12.8"), catalog, parse_selector("gpu-nvidia", catalog)
