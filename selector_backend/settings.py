@@ -167,6 +167,14 @@ OTHER_ENV: dict[str, str] = {
     ENV_PREFIX + "RENDEZVOUS": "set by hvd-selector run: the rendezvous address",
     ENV_PREFIX + "SECRET": "set by hvd-selector run: the rendezvous authentication key",
     ENV_PREFIX + "HOSTNAME": "runtime: the host name this rank advertises to its peers (default: this machine's)",
+    ENV_PREFIX + "HOST": "set by hvd-selector run: the host name (as given to -H) this rank runs on",
+    ENV_PREFIX + "IFACE": "set by hvd-selector run --network-interface: the interface whose address a rank advertises",
+    ENV_PREFIX + "BIND": "runtime: the address rank 0's rendezvous store binds (default: the rendezvous address only)",
+    ENV_PREFIX + "RENDEZVOUS_ADDR": "runtime (mpirun, Slurm, torchrun jobs): the host rank 0 serves the store on",
+    ENV_PREFIX + "RENDEZVOUS_PORT": "runtime (mpirun, Slurm, torchrun jobs): the port rank 0 serves the store on",
+    ENV_PREFIX + "SECRET_FILE": "runtime: a file holding the job secret (jobs not started by hvd-selector run)",
+    ENV_PREFIX + "SHM": "runtime: 0 turns the shared-memory transport between ranks on one host off (default 1)",
+    ENV_PREFIX + "HOST_ID": "runtime: ranks with the same value count as one host (default: host name + boot id)",
 }
 
 

@@ -147,7 +147,7 @@ def test_gpu_tensors_refused_clearly_on_cpu_build(gloo_build: Build, tmp_path: P
     [
         (["-np", "0", "python", "x.py"], "-np must be at least 1 (got 0)"),
         (["-np", "2"], "no command to run"),
-        (["-np", "2", "--timeout", "-1", "python"], "--timeout must be positive"),
+        (["-np", "2", "--timeout", "-1", "python"], "--timeout must be a positive number of seconds"),
     ],
 )
 def test_run_bad_input(gloo_build: Build, args: list[str], message: str, tmp_path: Path) -> None:
