@@ -58,6 +58,11 @@ def run(args: argparse.Namespace) -> int:
         print_explain(resolution, None if args.all else EXPLAIN_TOP)
     else:
         print_summary(resolution)
+    if resolution.selected is None and resolution.source_build is None:
+        raise NothingFitsError(
+            f"nothing fits this host with selector {resolution.selector}: no prebuilt variant and no source build "
+            "(see the notes above)"
+        )
     if resolution.selected is None and args.require_prebuilt:
         raise NothingFitsError(
             "no prebuilt variant fits this host (see --explain); without "
