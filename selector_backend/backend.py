@@ -205,7 +205,7 @@ def _fetch_prebuilt(plan: Plan) -> Path:
 # ------------------------------------------------------------------ PEP 517 hooks
 @_clean_errors
 def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
-    from .build import build_requires, log
+    from .build import build_requires, check_toolchain, log
 
     plan = make_plan(config_settings)
     _announce(plan)
@@ -217,14 +217,16 @@ def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list
             if plan.must_fail(exc):
                 raise
             log(f"warning: download failed ({exc}); build_wheel will fall back to a source build")
+    check_toolchain(plan.variant, plan.host)  # before pip downloads the build requirements (NCCL: ~350 MB)
     return build_requires(plan.variant, plan.host)
 
 
 @_clean_errors
 def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> list[str]:
-    from .build import build_requires
+    from .build import build_requires, check_toolchain
 
     plan = make_plan(config_settings, editable=True)
+    check_toolchain(plan.variant, plan.host)
     return build_requires(plan.variant, plan.host)
 
 

@@ -24,9 +24,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from ..horovod import detect_compiler, horovod_env, parse_compiler
-
     from ..errors import InputError
+    from ..horovod import detect_compiler, horovod_env, parse_compiler
 
     settings, catalog, selector, host = resolution_context(args)
     if host.cpu is None:
