@@ -23,10 +23,10 @@ from .catalog import Catalog
 from .cmake_config import cmake_defines
 from .errors import ExternalError, IntegrityError
 from .host import HostProfile
+from .nccl_pairing import NCCL_WHEEL
 from .variant import Variant, format_variant
 
 BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.0", "cmake>=3.24", "ninja")
-NCCL_WHEEL = {"12": "nvidia-nccl-cu12", "13": "nvidia-nccl-cu13"}
 #: Where GlooConfig.cmake sits under a prefix (CMake's config-mode search layouts).
 GLOO_CONFIG_UNDER_PREFIX = ("share/cmake/Gloo", "lib*/cmake/Gloo", "lib/*/cmake/Gloo")
 GLOO_SYSTEM_PREFIXES = ("/usr", "/usr/local")
