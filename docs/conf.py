@@ -37,8 +37,13 @@ myst_heading_anchors = 3
 
 html_theme = "alabaster"
 html_title = f"hvd-selector {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["wide.css"]
 html_theme_options = {
     "description": "the right build of Horovod-style collectives, picked by pip",
     "fixed_sidebar": True,
+    # alabaster's fixed 940px page clipped wide code blocks and the settings table
+    "page_width": "1200px",
 }
+# Quotes and ellipses only: "--config-setting" must not become an en dash.
+smartquotes_action = "qe"
