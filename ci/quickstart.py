@@ -49,12 +49,13 @@ def user_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("HVD_SELECTOR", "VIRTUAL_ENV"))}
 
 
-def build_local_index(work: Path) -> str:
+def build_local_index(work: Path, variants: list[str] | None = None) -> str:
     """Build this machine's CPU Gloo variants and an sdist into ``work/index``; return its simple URL.
 
     The sdist embeds the index's file:// URL as its default, as a release's
     sdist embeds the project's index. Also used once per test session by the
-    docs tests (tests/docs/), which run the docs' commands against it.
+    docs tests (tests/docs/), which run the docs' commands against it;
+    ``variants`` builds just those instead of the machine's CPU Gloo entries.
     """
     from selector_backend.catalog import load_catalog
     from selector_backend.detect import detect_host
@@ -103,8 +104,10 @@ def build_local_index(work: Path) -> str:
         "--sdist",
         str(sdist),
     ]
-    for entry in entries:
+    for entry in entries if variants is None else []:
         build += ["--entry", entry]
+    for variant in variants or []:
+        build += ["--variant", variant]
     sh(build, env=user_env())
     return index_url
 
