@@ -49,15 +49,13 @@ def run(args: argparse.Namespace) -> int:
 
         candidates = list(index_candidates(urls, catalog, host, settings))
     else:
-        import sys
-
-        print(
-            "hvd-selector: note: no variant index is configured, so this ranks the catalog's prebuilt matrix, "
-            "which is not what pip will install; pass --index-url URL (the index pip uses) to check that",
-            file=sys.stderr,
-        )
         candidates = list(catalog_matrix(catalog))
     resolution = resolve(host, candidates, catalog, selector)
+    if not urls and not args.json:
+        print(
+            "note: no variant index is configured, so this ranks the catalog's prebuilt matrix, which is not "
+            "what pip will install; pass --index-url URL (the index pip uses) to check that"
+        )
     if args.json:
         # indented for a person at a terminal; compact (and several times faster) for a program
         print(json.dumps(resolution.to_json(), indent=2 if sys.stdout.isatty() else None))
