@@ -165,8 +165,8 @@ OTHER_ENV: dict[str, str] = {
     ENV_PREFIX + "LOCAL_SIZE": "set by hvd-selector run: ranks on this host",
     ENV_PREFIX + "RENDEZVOUS": "set by hvd-selector run: the rendezvous address",
     ENV_PREFIX + "SECRET": "set by hvd-selector run: the rendezvous authentication key",
-    ENV_PREFIX + "HOSTNAME": "runtime: the address this rank listens on and advertises to its peers "
-    "(default: 127.0.0.1 when the rendezvous is on loopback, else this machine's host name)",
+    ENV_PREFIX + "HOSTNAME": "runtime: the address this rank's Gloo pairs listen on (default: 127.0.0.1 when the "
+    "rendezvous is on loopback, else the local address that reaches the rendezvous)",
 }
 
 
