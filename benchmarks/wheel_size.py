@@ -133,12 +133,12 @@ def markdown(report: dict[str, Any]) -> str:
     for r in report["variants"]:
         target = r["variant"].split()[0].removeprefix("target=")
         name = f"{r['kind']} ({target})"
-        archs = ",".join(r["cuda_arch"])
+        archs = ", ".join(r["cuda_arch"])
         if "skipped" in r:
             lines.append(f"| {name} | {archs} | | | not built: {r['skipped']} | | | |")
             continue
         lines.append(
-            f"| {name} | {archs} | {','.join(r['sass'])} | {','.join(r['ptx'])} | {kib(r['so_bytes'])} "
+            f"| {name} | {archs} | {', '.join(r['sass'])} | {', '.join(r['ptx'])} | {kib(r['so_bytes'])} "
             f"| {kib(r['fatbin_bytes'])} | {kib(r['wheel_bytes'])} | {r['compile_s']:.0f} s |"
         )
     lines += [

@@ -49,10 +49,14 @@ def user_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("HVD_SELECTOR", "VIRTUAL_ENV"))}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work", type=Path, default=REPO / "build" / "quickstart")
-    args = parser.parse_args()
+def build_local_index(work: Path, variants: list[str] | None = None) -> str:
+    """Build this machine's CPU Gloo variants and an sdist into ``work/index``; return its simple URL.
+
+    The sdist embeds the index's file:// URL as its default, as a release's
+    sdist embeds the project's index. Also used once per test session by the
+    docs tests (tests/docs/), which run the docs' commands against it;
+    ``variants`` builds just those instead of the machine's CPU Gloo entries.
+    """
     from selector_backend.catalog import load_catalog
     from selector_backend.detect import detect_host
 
@@ -67,10 +71,10 @@ def main() -> int:
             for v in e.variants
         )
     ]
-    index = args.work / "index"
+    index = work / "index"
     index_url = index.resolve().as_uri() + "/simple"
     shutil.rmtree(index, ignore_errors=True)
-    shutil.rmtree(args.work / "sdist", ignore_errors=True)
+    shutil.rmtree(work / "sdist", ignore_errors=True)
     step(f"this machine: {host.cpu.microarch if host.cpu else family}; building prebuilt entries {', '.join(entries)}")
     sh(
         [
@@ -79,7 +83,7 @@ def main() -> int:
             "build",
             "--sdist",
             "-o",
-            str(args.work / "sdist"),
+            str(work / "sdist"),
             "-C",
             f"index-url={index_url}",
             str(REPO),
@@ -87,7 +91,7 @@ def main() -> int:
         env=user_env(),
         stdout=subprocess.DEVNULL,
     )
-    (sdist,) = (args.work / "sdist").glob("*.tar.gz")
+    (sdist,) = (work / "sdist").glob("*.tar.gz")
     build = [
         sys.executable,
         "-m",
@@ -96,13 +100,23 @@ def main() -> int:
         "--index",
         str(index),
         "--wheelhouse",
-        str(args.work / "wheelhouse"),
+        str(work / "wheelhouse"),
         "--sdist",
         str(sdist),
     ]
-    for entry in entries:
+    for entry in entries if variants is None else []:
         build += ["--entry", entry]
+    for variant in variants or []:
+        build += ["--variant", variant]
     sh(build, env=user_env())
+    return index_url
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, default=REPO / "build" / "quickstart")
+    args = parser.parse_args()
+    index_url = build_local_index(args.work)
 
     step(f"pip install hvd-selector from the local variant index {index_url} (stock pip, fresh venv)")
     env_dir = args.work / "venv"

@@ -37,8 +37,15 @@ myst_heading_anchors = 3
 
 html_theme = "alabaster"
 html_title = f"hvd-selector {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["wide.css"]
 html_theme_options = {
     "description": "the right build of Horovod-style collectives, picked by pip",
     "fixed_sidebar": True,
+    # alabaster's fixed 940px page (and basic's 800px body) clipped wide code blocks and the
+    # settings table; _static/wide.css lets the page take the window (940px stays the
+    # narrow-screen breakpoint), and the body no longer has a maximum width
+    "body_max_width": "none",
 }
+# Quotes and ellipses only: "--config-setting" must not become an en dash.
+smartquotes_action = "qe"

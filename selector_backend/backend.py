@@ -184,6 +184,9 @@ def _decide(settings: Any, editable: bool) -> Plan:
     return Plan("source", ideal_variant(host, catalog, selector), why_not, settings, host)
 
 
+CACHE_HINT = "pip install --no-cache-dir --force-reinstall"
+
+
 def _gpu_host_fallback(resolution: Any, policy: str | None) -> Any:
     """On a GPU host with no fitting GPU prebuilt, ``auto`` builds the GPU source build
     when the CUDA toolchain is here (else installs the CPU build, loudly).
@@ -215,6 +218,7 @@ def _gpu_host_fallback(resolution: Any, policy: str | None) -> Any:
 
 def _announce(plan: Plan) -> None:
     from .build import log
+    from .nccl_pairing import NCCL_WHEEL, extra_for
     from .variant import format_variant
 
     if plan.kind == "prebuilt":
@@ -222,6 +226,38 @@ def _announce(plan: Plan) -> None:
         log(f"selected prebuilt {format_variant(plan.variant)} ({extra.get('filename')}) because: {plan.reason}")
     else:
         log(f"source build of {format_variant(plan.variant)} because: {plan.reason}")
+    nccl_extra = extra_for(plan.variant)
+    if nccl_extra:
+        cuda = str(plan.variant["cuda"])
+        log(
+            f"this cuda={cuda} build loads NCCL at run time from {NCCL_WHEEL[cuda]} (PyTorch's CUDA {cuda} wheels "
+            f"bring it) or the system's libnccl.so.2; without either: pip install 'hvd-selector[{nccl_extra}]'"
+        )
+    installed = _installed_variant()
+    if installed is not None and installed != plan.variant:
+        log(
+            f"warning: the installed build is {format_variant(installed)}; this install chose another. pip keys "
+            f"its wheel cache by the sdist alone and reuses a cached wheel of another variant without running this "
+            f"backend, so whenever you change a choice use {CACHE_HINT} (hvd-selector doctor checks the result)"
+        )
+
+
+def _installed_variant() -> Any:
+    """The variant installed in the environment pip installs into, or None.
+
+    pip runs the hooks with the target interpreter (only sys.path is isolated),
+    so sysconfig's purelib is the target site-packages.
+    """
+    import sysconfig
+
+    from . import variant_json
+    from .catalog import load_catalog
+
+    path = Path(sysconfig.get_paths()["purelib"]) / "hvd_selector" / "variant.json"
+    try:
+        return variant_json.parse(path.read_text(encoding="utf-8"), load_catalog(), source=str(path))[1]
+    except (OSError, UnicodeDecodeError, SelectorError):
+        return None
 
 
 def _fetch_prebuilt(plan: Plan) -> Path:
@@ -237,7 +273,7 @@ def _fetch_prebuilt(plan: Plan) -> Path:
 # ------------------------------------------------------------------ PEP 517 hooks
 @_clean_errors
 def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
-    from .build import build_requires, log
+    from .build import build_requires, check_toolchain, log
 
     plan = make_plan(config_settings)
     _announce(plan)
@@ -249,14 +285,16 @@ def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list
             if plan.must_fail(exc):
                 raise
             log(f"warning: download failed ({exc}); build_wheel will fall back to a source build")
+    check_toolchain(plan.variant, plan.host)  # before pip downloads the build requirements (NCCL: ~350 MB)
     return build_requires(plan.variant, plan.host)
 
 
 @_clean_errors
 def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> list[str]:
-    from .build import build_requires
+    from .build import build_requires, check_toolchain
 
     plan = make_plan(config_settings, editable=True)
+    check_toolchain(plan.variant, plan.host)
     return build_requires(plan.variant, plan.host)
 
 

@@ -23,10 +23,10 @@ from .catalog import Catalog
 from .cmake_config import cmake_defines
 from .errors import ExternalError, IntegrityError
 from .host import HostProfile
+from .nccl_pairing import NCCL_WHEEL
 from .variant import Variant, format_variant
 
 BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.0", "cmake>=3.24", "ninja")
-NCCL_WHEEL = {"12": "nvidia-nccl-cu12", "13": "nvidia-nccl-cu13"}
 #: Where GlooConfig.cmake sits under a prefix (CMake's config-mode search layouts).
 GLOO_CONFIG_UNDER_PREFIX = ("share/cmake/Gloo", "lib*/cmake/Gloo", "lib/*/cmake/Gloo")
 GLOO_SYSTEM_PREFIXES = ("/usr", "/usr/local")
@@ -37,6 +37,14 @@ def log(message: str) -> None:
     print(f"hvd-selector: {message}", file=sys.stderr, flush=True)
 
 
+def _mpi_wheel(host: HostProfile | None) -> str | None:
+    """The MPI runtime's pip distribution name when the host's MPI is a pip wheel."""
+    mpi = host.library("mpi") if host is not None else None
+    if mpi is not None and (mpi.location or "").startswith("pip wheel ") and mpi.implementation:
+        return (mpi.location or "").split()[2]
+    return None
+
+
 def build_requires(variant: Variant, host: HostProfile) -> list[str]:
     """What the isolated build environment needs for this variant (nothing more)."""
     from .catalog import load_catalog
@@ -44,10 +52,10 @@ def build_requires(variant: Variant, host: HostProfile) -> list[str]:
     needs = list(BASE_BUILD_REQUIRES)
     uses = load_catalog().libraries_of(variant)
     if "mpi" in uses:
-        mpi = host.library("mpi")
-        if mpi is not None and (mpi.location or "").startswith("pip wheel ") and mpi.implementation:
-            dist = (mpi.location or "").split()[2]
-            needs.append(f"{dist}=={mpi.version}" if mpi.version else dist)
+        dist = _mpi_wheel(host)
+        if dist:
+            mpi = host.library("mpi")
+            needs.append(f"{dist}=={mpi.version}" if mpi and mpi.version else dist)
     cuda = str(variant["cuda"])
     if cuda in NCCL_WHEEL and "nccl" in uses:
         needs.append(NCCL_WHEEL[cuda])
@@ -71,8 +79,24 @@ def gloo_config_found(environ: Mapping[str, str]) -> bool:
     return any(glob.glob(os.path.join(p, d, "GlooConfig.cmake")) for p in prefixes for d in GLOO_CONFIG_UNDER_PREFIX)
 
 
-def missing_toolchain(variant: Variant) -> list[str]:
-    """Each missing tool or library, phrased as what to install."""
+def nvcc_release(nvcc: str) -> str | None:
+    """``major.minor`` of an nvcc (``nvcc --version``), or None when it does not answer."""
+    import re
+    import subprocess
+
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    release = re.search(r"release (\d+)\.(\d+)", out)
+    return f"{release.group(1)}.{release.group(2)}" if release else None
+
+
+def missing_toolchain(variant: Variant, host: HostProfile | None = None) -> list[str]:
+    """Each missing tool or library, phrased as what to install.
+
+    ``host`` lets a pip-wheel MPI count as present: the build requirements bring it.
+    """
     problems = []
     if not _which_any(os.environ.get("CXX", ""), "c++", "g++", "clang++"):
         problems.append("a C++17 compiler (apt install g++, or set CXX)")
@@ -81,15 +105,25 @@ def missing_toolchain(variant: Variant) -> list[str]:
     uses = load_catalog().libraries_of(variant)
     if "gloo" in uses and not gloo_config_found(os.environ):
         problems.append("Gloo (apt install libgloo-dev, or recipes/gloo/; or set Gloo_DIR or CMAKE_PREFIX_PATH)")
-    if "mpi" in uses and not _which_any(os.environ.get("MPICC", ""), "mpicc"):
+    if "mpi" in uses and not _mpi_wheel(host) and not _which_any(os.environ.get("MPICC", ""), "mpicc"):
         problems.append("MPI with mpicc (pip install mpich, or apt install libmpich-dev; see recipes/mpi/)")
-    if variant["cuda"] != "none" and not _which_any(os.environ.get("CUDACXX", ""), "nvcc", "/usr/local/cuda/bin/nvcc"):
-        problems.append(f"the CUDA {variant['cuda']} toolkit with nvcc (see recipes/cuda/; or set CUDACXX)")
+    cuda = str(variant["cuda"])
+    if cuda != "none":
+        nvcc = _which_any(os.environ.get("CUDACXX", ""), "nvcc", "/usr/local/cuda/bin/nvcc")
+        have = nvcc_release(nvcc) if nvcc else None
+        if nvcc is None:
+            problems.append(f"the CUDA {cuda} toolkit with nvcc (see recipes/cuda/; or set CUDACXX)")
+        elif have is None or have.split(".")[0] != cuda:
+            problems.append(
+                f"the CUDA {cuda} toolkit: {nvcc} is CUDA {have or 'of unknown version'}, and a cuda={cuda} "
+                f"build needs CUDA {cuda}.x nvcc (see recipes/cuda/; set CUDACXX to it)"
+            )
     return problems
 
 
-def check_toolchain(variant: Variant) -> None:
-    problems = missing_toolchain(variant)
+def check_toolchain(variant: Variant, host: HostProfile | None = None) -> None:
+    """Fail with one line (exit 4) before anything is downloaded or compiled."""
+    problems = missing_toolchain(variant, host)
     if problems:
         raise ExternalError(
             f"cannot build {format_variant(variant)} from source: missing {'; '.join(problems)}. "

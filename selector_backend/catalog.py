@@ -218,6 +218,28 @@ def default_catalog_path() -> Path:
     )
 
 
+def source_checkout() -> Path | None:
+    """The repository root when running from a source checkout; None for an installed copy.
+
+    Commands that compare the repository's own files (the CI workflow, the Spack
+    package) need a checkout: an installed copy has no such files beside it.
+    """
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "variants" / "catalog.toml").is_file() and (root / "pyproject.toml").is_file() else None
+
+
+def require_checkout(what: str, flag: str) -> Path:
+    """The checkout root, or one line saying why an installed copy cannot do ``what``."""
+    root = source_checkout()
+    if root is None:
+        where = Path(__file__).resolve().parent.parent
+        raise InputError(
+            f"{what} compares files of the hvd-selector source repository, and this is an installed copy "
+            f"({where}); run it from a checkout (python -m selector_backend ...) or pass {flag}"
+        )
+    return root
+
+
 @functools.lru_cache(maxsize=8)
 def load_catalog(path: Path | None = None) -> Catalog:
     """Load and validate a catalog (cached per path: it is immutable)."""

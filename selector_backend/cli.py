@@ -50,6 +50,29 @@ def _load_commands(only: str | None = None) -> list[Any]:
     return modules
 
 
+def _version() -> str:
+    """The installed distribution's version; a source checkout's catalog version otherwise."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hvd-selector")
+    except PackageNotFoundError:
+        from .catalog import load_catalog
+
+        return f"{load_catalog().version} (source checkout)"
+
+
+class _VersionAction(argparse.Action):
+    """--version, looked up only when asked (cold start stays cheap)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(f"{PROG} {_version()}")
+        parser.exit(0)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -58,6 +81,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 2 bad input, 3 nothing fits (with --require-prebuilt), "
         "4 an outside failure (network, hash, toolchain). See docs/reference/cli.md.",
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _load_commands(only):
         command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)

@@ -33,6 +33,12 @@ class NothingFitsError(SelectorError):
     exit_code = EXIT_NOTHING_FITS
 
 
+class MismatchError(SelectorError):
+    """A check found a difference: a stale generated file, an installed build that does not fit."""
+
+    exit_code = EXIT_NOTHING_FITS
+
+
 class ExternalError(SelectorError):
     """Something outside our input failed: network, hash, toolchain, build."""
 

@@ -417,8 +417,9 @@ def display_path(path: Path) -> str:
     root = Path(__file__).resolve().parent.parent
     try:
         return Path(path).resolve().relative_to(root).as_posix()
-    except ValueError:
-        return Path(path).name
+    except ValueError:  # an installed copy given a checkout's --catalog: name it as the checkout does
+        path = Path(path)
+        return f"{path.parent.name}/{path.name}" if path.parent.name == "variants" else path.name
 
 
 # ------------------------------------------------------------------ YAML

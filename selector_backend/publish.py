@@ -44,6 +44,9 @@ from .wheelname import labelled_filename, parse_wheel_name
 PEP691_VERSION = "1.0"
 GENERATIONS = ".generations"
 STORE = ".store"
+# A published index is public by intent: any static server, run as any user, serves it.
+PUBLIC_FILE = 0o644
+PUBLIC_DIR = 0o755
 
 
 def normalize(name: str) -> str:
@@ -158,6 +161,7 @@ def _store_file(store: Path, source: Path, sha256: str) -> Path:
             os.fsync(out.fileno())
         if sha256_of(Path(tmp)) != sha256:
             raise InputError(f"{source} changed while it was being published; run again")
+        os.chmod(tmp, PUBLIC_FILE)  # any static server (another user) must read it
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -188,11 +192,14 @@ def project_page_json(project: str, files: Sequence[tuple[str, str]]) -> str:
 def _root_pages(simple: Path, projects: Iterable[str]) -> None:
     names = sorted(set(projects))
     body = "\n".join(f'    <a href="{p}/">{p}</a><br>' for p in names)
-    atomic_write_text(simple / "index.html", "<!DOCTYPE html>\n<html>\n  <body>\n" + body + "\n  </body>\n</html>\n")
+    atomic_write_text(
+        simple / "index.html", "<!DOCTYPE html>\n<html>\n  <body>\n" + body + "\n  </body>\n</html>\n", PUBLIC_FILE
+    )
     atomic_write_text(
         simple / "index.json",
         json.dumps({"meta": {"api-version": PEP691_VERSION}, "projects": [{"name": p} for p in names]}, indent=2)
         + "\n",
+        PUBLIC_FILE,
     )
 
 
@@ -284,10 +291,12 @@ def _publish_locked(
             gens.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(dir=gens, prefix=".new-"))
             try:
+                os.chmod(tmp, PUBLIC_DIR)
                 for name, (sha, path, _) in entries.items():
                     os.link(_store_file(store, path, sha), tmp / name)
                 for name, text in {**texts, **pages}.items():
                     (tmp / name).write_text(text, encoding="utf-8")
+                    os.chmod(tmp / name, PUBLIC_FILE)
                 _fsync_dir(tmp)
                 os.rename(tmp, target)
             except BaseException:
@@ -347,8 +356,6 @@ def why_not_buildable(variant: Variant, catalog: Catalog, machine: str | None = 
     the variant's CUDA major.
     """
     import platform
-    import shutil
-    import subprocess
 
     from .build import missing_toolchain
 
@@ -361,14 +368,6 @@ def why_not_buildable(variant: Variant, catalog: Catalog, machine: str | None = 
         return "missing " + "; ".join(missing)
     if _uses(variant, "mpi") and catalog.mpi_abi and mpicc_for(catalog.mpi_abi) is None:
         return f"needs an {catalog.mpi_abi} MPI (the prebuilt MPI ABI); see recipes/mpi/"
-    cuda = str(variant["cuda"])
-    if cuda != "none":
-        nvcc = os.environ.get("CUDACXX") or shutil.which("nvcc")
-        out = subprocess.run([nvcc or "nvcc", "--version"], capture_output=True, text=True).stdout
-        release = re.search(r"release (\d+)\.(\d+)", out)
-        if not release or release.group(1) != cuda:
-            have = f"{release.group(1)}.{release.group(2)}" if release else "none"
-            return f"needs CUDA {cuda}.x nvcc; this machine has {have} (see recipes/cuda/)"
     return None
 
 

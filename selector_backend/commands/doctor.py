@@ -40,6 +40,20 @@ def installed_variant_json() -> Path | None:
     return None
 
 
+def nccl_problems(installed: Any, host: Any) -> list[str]:
+    """An NCCL build needs the NCCL wheel of its CUDA line (or a system NCCL); see nccl_pairing."""
+    from ..detect.libraries import installed_wheels
+    from ..nccl_pairing import NCCL_WHEEL, extra_for, pair_problems
+
+    if extra_for(installed) is None:
+        return []
+    wheels = [d for d in NCCL_WHEEL.values() if d in installed_wheels()]
+    nccl = host.library("nccl")
+    if not wheels and nccl is not None and nccl.location and "site-packages" not in nccl.location:
+        return []  # a system NCCL: its CUDA line is the administrator's choice
+    return pair_problems(installed, wheels, host.cuda_driver)
+
+
 def run(args: argparse.Namespace) -> int:
     from .. import compat, variant_json
     from ..errors import EXIT_NOTHING_FITS, InputError
@@ -62,12 +76,13 @@ def run(args: argparse.Namespace) -> int:
     findings = [f for f in findings if "prebuilt MPI builds use" not in f.reason] + [
         f for f in compat.check_requirements(installed, catalog, host, prebuilt=False) if not f.ok
     ]
-    runs = compat.compatible(findings)
+    nccl = nccl_problems(installed, host)
+    runs = compat.compatible(findings) and not nccl
     best = ideal_variant(host, catalog, selector)
     report: dict[str, Any] = {
         "installed": {"variant": installed.to_json(), "label": label, "variant_json": str(path)},
         "runs_here": runs,
-        "reasons": [f.reason for f in findings],
+        "reasons": [f.reason for f in findings] + nccl,
         "exact_build_for_this_machine": best.to_json(),
         "fix": None if runs else REINSTALL,
     }
@@ -77,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"installed: {format_variant(installed)} (variant {label}, {path})")
         for finding in findings:
             print(f"  {'+' if finding.ok else '-'} {finding.reason}")
+        for problem in nccl:
+            print(f"  - {problem}")
         if not runs:
             print("problem: the installed build does not run on this machine")
         else:

@@ -24,9 +24,16 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
+    from ..errors import InputError
     from ..horovod import detect_compiler, horovod_env, parse_compiler
 
     settings, catalog, selector, host = resolution_context(args)
+    if host.cpu is None:
+        where = settings.get("host-profile") or "detection"
+        raise InputError(
+            f"{where}: the host has no cpu; Horovod's build flags need one "
+            '(add "cpu": {"microarch": "x86_64_v3"} to the profile, or set HVD_SELECTOR_TARGET)'
+        )
     compiler = parse_compiler(args.compiler) if args.compiler else detect_compiler()
     # only this machine's site-packages can hold the wheel of a host we detected here
     search = [] if settings.get("host-profile") else [Path(p) for p in (*site.getsitepackages(), *sys.path) if p]

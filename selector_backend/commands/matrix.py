@@ -46,16 +46,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="exit 1 if FILE differs from the generated output",
+        help="exit 3 if FILE differs from the generated output (needs a source checkout, or --catalog)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     from .. import matrix
-    from ..catalog import load_catalog
-    from ..errors import InputError
+    from ..catalog import load_catalog, require_checkout
+    from ..errors import InputError, MismatchError
     from ..fileutil import atomic_write_text
 
+    if args.check is not None and args.catalog is None:
+        require_checkout("matrix --check", "--catalog variants/catalog.toml of the checkout")
     catalog = load_catalog(args.catalog)
     selection = matrix.select_entries(catalog, args.entry)
     if args.plan is not None:
@@ -77,12 +79,10 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InputError(f"{args.check}: cannot read ({exc.strerror})") from None
         if current != text:
-            print(
+            raise MismatchError(
                 f"{args.check} is stale: regenerate it with `python -m selector_backend matrix "
-                f"--format {args.format} -o {args.check}`",
-                file=sys.stderr,
+                f"--format {args.format} -o {args.check}`"
             )
-            return 1
         print(f"{args.check} is current ({len(jobs)} jobs)")
         return 0
     if args.output is not None:

@@ -51,6 +51,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         candidates = list(catalog_matrix(catalog))
     resolution = resolve(host, candidates, catalog, selector)
+    if not urls and not args.json:
+        print(
+            "note: no variant index is configured, so this ranks the catalog's prebuilt matrix, which is not "
+            "what pip will install; pass --index-url URL (the index pip uses) to check that"
+        )
     if args.json:
         # indented for a person at a terminal; compact (and several times faster) for a program
         print(json.dumps(resolution.to_json(), indent=2 if sys.stdout.isatty() else None))
@@ -58,6 +63,11 @@ def run(args: argparse.Namespace) -> int:
         print_explain(resolution, None if args.all else EXPLAIN_TOP)
     else:
         print_summary(resolution)
+    if resolution.selected is None and resolution.source_build is None:
+        raise NothingFitsError(
+            f"nothing fits this host with selector {resolution.selector}: no prebuilt variant and no source build "
+            "(see the notes above)"
+        )
     if resolution.selected is None and args.require_prebuilt:
         raise NothingFitsError(
             "no prebuilt variant fits this host (see --explain); without "

@@ -110,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     action = package.add_mutually_exclusive_group()
     action.add_argument("--write", action="store_true", help="regenerate the file from the catalog")
-    action.add_argument("--check", action="store_true", help="exit 2 if the file drifted from the catalog")
+    action.add_argument("--check", action="store_true", help="exit 3 if the file drifted from the catalog")
     package.add_argument("--repo", type=Path, default=None, help="Spack repository folder (default: spack/)")
     package.add_argument("--catalog", type=Path, metavar="FILE", help="variant catalog (default: the project's)")
 
@@ -220,11 +220,13 @@ def _print_pick(result: Any) -> None:
 
 
 def _package(args: argparse.Namespace) -> int:
-    from ..catalog import load_catalog
-    from ..errors import InputError
+    from ..catalog import load_catalog, require_checkout
+    from ..errors import MismatchError
     from ..fileutil import atomic_write_text
     from ..spack.package_py import check_package, package_path, render_package
 
+    if (args.check or args.write) and args.repo is None:
+        require_checkout(f"spack package {'--check' if args.check else '--write'}", "--repo DIR")
     catalog = load_catalog(args.catalog)
     path = package_path(catalog, args.repo)
     text = render_package(catalog)
@@ -235,7 +237,7 @@ def _package(args: argparse.Namespace) -> int:
     if args.check:
         problems = check_package(path, catalog)
         if problems:
-            raise InputError(
+            raise MismatchError(
                 f"{path} drifted from the catalog: {'; '.join(problems)}; run hvd-selector spack package --write"
             )
         print(f"{path} matches the catalog")

@@ -45,9 +45,11 @@ def test_metadata_is_static_and_identical_for_every_variant(tmp_path: Path) -> N
     assert meta["Name"] == "hvd-selector"
     requires = meta.get_all("Requires-Dist")
     assert any(r.startswith("archspec") for r in requires)
-    assert any('extra == "gpu-nvidia"' in r and r.startswith("nvidia-nccl-cu13") for r in requires)
+    assert not any('extra == "gpu-nvidia"' in r for r in requires)  # NCCL: the CUDA line's own extra
+    assert any('extra == "gpu-nvidia-cu12"' in r and r.startswith("nvidia-nccl-cu12") for r in requires)
+    assert any('extra == "gpu-nvidia-cu13"' in r and r.startswith("nvidia-nccl-cu13") for r in requires)
     assert any('extra == "mpi"' in r and r.startswith("mpich") for r in requires)
-    assert sorted(meta.get_all("Provides-Extra")) == ["gpu-nvidia", "mpi"]
+    assert sorted(meta.get_all("Provides-Extra")) == ["gpu-nvidia", "gpu-nvidia-cu12", "gpu-nvidia-cu13", "mpi"]
 
 
 def test_forced_variant_asks_for_the_build_toolchain_only() -> None:
@@ -56,10 +58,43 @@ def test_forced_variant_asks_for_the_build_toolchain_only() -> None:
 
 
 def test_nccl_source_build_asks_for_the_nccl_wheel_of_its_cuda_line() -> None:
-    requires = backend.get_requires_for_build_wheel(
-        {"variant": "target=x86_64_v3 cuda=12 cuda_arch=80 tensor_ops=nccl controllers=gloo"}
-    )
-    assert "nvidia-nccl-cu12" in requires
+    from selector_backend.build import build_requires
+    from selector_backend.catalog import load_catalog
+    from selector_backend.host import HostProfile
+
+    catalog = load_catalog()
+    for line in ("12", "13"):
+        variant = catalog.parse_variant(
+            f"target=x86_64_v3 cuda={line} cuda_arch=80 tensor_ops=nccl controllers=gloo", fill_defaults=True
+        )
+        requires = build_requires(variant, HostProfile())
+        assert f"nvidia-nccl-cu{line}" in requires
+        assert f"nvidia-nccl-cu{'13' if line == '12' else '12'}" not in requires
+
+
+def _nvcc_major() -> str | None:
+    import shutil
+
+    from selector_backend.build import nvcc_release
+
+    nvcc = shutil.which("nvcc")
+    release = nvcc_release(nvcc) if nvcc else None
+    return release.split(".")[0] if release else None
+
+
+@pytest.mark.skipif(_nvcc_major() is None, reason="needs an nvcc on PATH (.ci/install-deps installs CUDA 13)")
+def test_source_build_with_the_wrong_cuda_nvcc_fails_before_any_download(capsys: pytest.CaptureFixture[str]) -> None:
+    """nvcc 13 + a cuda=12 build: exit 4 from get_requires, so pip never fetches nvidia-nccl-cu12."""
+    have = _nvcc_major()
+    other = "12" if have == "13" else "13"
+    variant = f"target=x86_64_v3 cuda={other} cuda_arch=80 tensor_ops=nccl controllers=gloo"
+    with pytest.raises(SystemExit) as excinfo:
+        backend.get_requires_for_build_wheel({"variant": variant})
+    assert exit_code(excinfo) == 4
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "error:" in x]
+    assert f"needs CUDA {other}.x nvcc" in line and f"is CUDA {have}." in line
+    same = backend.get_requires_for_build_wheel({"variant": variant.replace(f"cuda={other}", f"cuda={have}")})
+    assert f"nvidia-nccl-cu{have}" in same
 
 
 def test_no_index_means_source_build_of_the_ideal_variant(capsys: pytest.CaptureFixture[str]) -> None:

@@ -51,7 +51,7 @@ def test_check_reports_a_stale_file(tmp_path: Path) -> None:
     stale = tmp_path / "wheels.yml"
     stale.write_text(WORKFLOW.read_text().replace("fail-fast: false", "fail-fast: true"))
     result = cli("matrix", "--format", "github", "--check", str(stale))
-    assert result.returncode == 1
+    assert result.returncode == 3
     assert "is stale: regenerate it" in result.stderr
 
 

@@ -13,7 +13,9 @@ import http.server
 import io
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import threading
 import zipfile
 from pathlib import Path
@@ -276,3 +278,33 @@ def test_builder_keeps_nccl_out_of_a_cuda_variant(tmp_path: Path, catalog: Catal
     needed = subprocess.run(["readelf", "-d", str(tmp_path / "plugin.so")], capture_output=True, text=True).stdout
     assert "libnccl.so.2" in needed
     assert not any("libnccl" in n or "libcuda" in n for n in names), names
+
+
+def test_published_index_is_readable_by_any_user(tmp_path: Path, catalog: Catalog) -> None:
+    """A static server running as another user (here: nobody) serves every file of the index."""
+    variants = [catalog.parse_variant(v) for v in (CPU, GPU)]
+    wheels = [make_wheel(tmp_path / "in" / str(i), v, catalog) for i, v in enumerate(variants)]
+    public = Path(tempfile.mkdtemp(prefix="hvd-public-"))  # pytest's tmp root is 0700
+    try:
+        _check_public_index(public / "site", wheels, catalog)
+    finally:
+        shutil.rmtree(public)
+
+
+def _check_public_index(site: Path, wheels: list[Path], catalog: Catalog) -> None:
+    site.parent.chmod(0o755)
+    publish.publish(wheels, site, catalog, progress=False)
+    for path in [site, *site.rglob("*")]:
+        if path.name == ".publish.lock" or path.is_symlink():
+            continue
+        mode = path.stat().st_mode & 0o777
+        want = 0o755 if path.is_dir() else 0o644
+        assert mode & want == want, f"{path.relative_to(site)} has mode {oct(mode)}"
+    if os.geteuid() == 0:
+        page = site / "simple" / "hvd-selector"
+        files = [str(page / n) for n in ("index.html", "index.json", *(p.name for p in page.glob("*.whl")))]
+        proc = subprocess.run(
+            ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "cat", *files],
+            capture_output=True,
+        )
+        assert proc.returncode == 0, proc.stderr.decode()

@@ -112,12 +112,19 @@ def test_resolve_exit_codes(cli: Any, write_json: Any) -> None:
     power = write_json("power.json", {"cpu": {"microarch": "power9le"}})
     assert cli("resolve", "--host-profile", str(icelake)).rc == 0
     assert cli("resolve", "--require-prebuilt", "--host-profile", str(icelake)).rc == 0
-    # nothing prebuilt fits a POWER9 host: 0 without --require-prebuilt (a source build is named), 3 with it
+    # nothing prebuilt fits x86_64_v2: 0 without --require-prebuilt (a source build is named), 3 with it
+    v2 = cli("resolve", "--host-profile", str(icelake), "--selector", "target=x86_64_v2")
+    assert v2.rc == 0 and "source build would target: target=x86_64_v2" in v2.out
+    assert (
+        cli("resolve", "--require-prebuilt", "--host-profile", str(icelake), "--selector", "target=x86_64_v2").rc == 3
+    )
+    # a POWER9 host: no prebuilt variant and no catalog target to build -> 3 even without --require-prebuilt
     plain = cli("resolve", "--host-profile", str(power))
-    assert plain.rc == 0 and "nothing prebuilt fits" in plain.out
+    assert plain.rc == 3 and "nothing prebuilt fits" in plain.out
+    assert "no prebuilt variant and no source build" in plain.one_line_error()
     strict = cli("resolve", "--require-prebuilt", "--host-profile", str(power))
     assert strict.rc == 3
-    assert "no prebuilt variant fits" in strict.one_line_error()
+    assert "no prebuilt variant" in strict.one_line_error()
     gpu = cli("resolve", "--require-prebuilt", "--selector", "gpu-nvidia", "--host-profile", str(icelake))
     assert gpu.rc == 3
     # --json still prints the whole resolution before exiting 3

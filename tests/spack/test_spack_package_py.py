@@ -321,7 +321,7 @@ def test_cli_package_check_and_write(tmp_path, capsys):
     written = repo / "packages" / "py-hvd-selector" / "package.py"
     assert written.read_text() == PACKAGE.read_text()
     written.write_text(written.read_text().replace('"mpi", "gloo"', '"gloo", "mpi"', 1))
-    assert main(["spack", "package", "--check", "--repo", str(repo)]) == 2
+    assert main(["spack", "package", "--check", "--repo", str(repo)]) == 3
     assert "drifted from the catalog" in capsys.readouterr().err
 
 

@@ -1,0 +1,97 @@
+"""Every docs block marked runnable runs against the local variant index and shows what it says.
+
+The index is the one the README's main job builds (``ci/quickstart.py``'s
+``build_local_index``), built once per session under a temporary
+``build/quickstart`` so the docs' ``$PWD/build/quickstart/index/simple``
+works as written; blocks marked ``docs-venv`` run in one fresh virtual
+environment per session (stock pip, dependencies from PyPI).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from .runnable import Block, find_blocks, pattern, script, split_output
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+BLOCKS = find_blocks(DOCS)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def docs_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding build/quickstart/index, built once per session."""
+    work = tmp_path_factory.mktemp("docs-work")
+    sys.path.insert(0, str(ROOT / "ci"))
+    try:
+        import quickstart
+    finally:
+        sys.path.remove(str(ROOT / "ci"))
+    # one baseline CPU build keeps the session short; it runs on every x86_64/aarch64 host
+    import platform
+
+    target = "aarch64" if platform.machine() == "aarch64" else "x86_64"
+    quickstart.build_local_index(work / "build" / "quickstart", [f"target={target} tensor_ops=gloo controllers=gloo"])
+    return work
+
+
+@pytest.fixture(scope="session")
+def docs_venv(docs_work: Path) -> Path:
+    env_dir = docs_work / "venv"
+    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
+    return env_dir
+
+
+def block_env(block: Block, docs_venv: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HVD_SELECTOR", "VIRTUAL_ENV", "PYTHONPATH"))}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    if block.mode in ("docs-venv", "2 ranks"):
+        env["VIRTUAL_ENV"] = str(docs_venv)
+        env["PATH"] = f"{docs_venv / 'bin'}{os.pathsep}{env['PATH']}"
+    else:
+        env["PYTHONPATH"] = str(ROOT)  # `python -m selector_backend` from the checkout
+    return env
+
+
+def test_the_docs_mark_runnable_blocks() -> None:
+    pages = {b.page for b in BLOCKS}
+    assert {"guide/distribution.md", "guide/docker.md", "guide/collectives.md"} <= pages, pages
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
+def test_runnable_block(block: Block, docs_work: Path, docs_venv: Path) -> None:
+    env = block_env(block, docs_venv)
+    if block.lang == "python":
+        source = docs_work / f"block-{block.line}.py"
+        source.write_text(block.text + "\n")
+        run = [
+            str(docs_venv / "bin" / "hvd-selector"),
+            "run",
+            "-np",
+            "2",
+            str(docs_venv / "bin" / "python"),
+            str(source),
+        ]
+        proc = subprocess.run(run, capture_output=True, text=True, env=env, cwd=docs_work, timeout=300)
+        assert proc.returncode == 0, f"{block.id}: {proc.stdout}\n{proc.stderr}"
+        return
+    steps = block.steps()
+    assert steps, f"{block.id}: no $ commands"
+    proc = subprocess.run(
+        ["bash", "-c", script(steps)], capture_output=True, text=True, env=env, cwd=docs_work, timeout=600
+    )
+    for step, (output, rc) in zip(steps, split_output(proc.stdout, len(steps)), strict=True):
+        shows_error = any("error:" in line for line in step.expected)
+        assert (rc != 0) == shows_error, f"{block.id}: `{step.command}` exited {rc}:\n{output}"
+        assert pattern(step.expected).fullmatch(output), (
+            f"{block.id}: `{step.command}` printed\n{output}\nwhich does not match the docs:\n"
+            + "\n".join(step.expected)
+        )
