@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from .errors import ExternalError, IntegrityError, NothingFitsError, SelectorError
+from .errors import EXIT_INTERNAL, ExternalError, IntegrityError, NothingFitsError, SelectorError
 
 T = TypeVar("T")
 ConfigSettings = Mapping[str, Any] | None
@@ -44,13 +44,26 @@ def _clean_errors(hook: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(hook)
     def wrapper(*args: Any, **kwargs: Any) -> T:
+        from .console import hook as in_hook
+
         try:
-            return hook(*args, **kwargs)
+            with in_hook():
+                return hook(*args, **kwargs)
         except SelectorError as exc:
             if os.environ.get("HVD_SELECTOR_DEBUG"):
                 raise
             print(f"hvd-selector: error: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(exc.exit_code) from None
+        except Exception as exc:  # a bug: one line, as the CLI does, unless debugging
+            if os.environ.get("HVD_SELECTOR_DEBUG"):
+                raise
+            print(
+                f"hvd-selector: internal error: {type(exc).__name__}: {str(exc)[:300]} "
+                "(set HVD_SELECTOR_DEBUG=1 for a traceback and report it)",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise SystemExit(EXIT_INTERNAL) from None
 
     return wrapper
 
@@ -136,8 +149,8 @@ def _decide(settings: Any, editable: bool) -> Plan:
 
     Editable installs always build from source (a development checkout).
     """
-    from .build import log
     from .catalog import load_catalog
+    from .console import warn
     from .policy import parse_selector
     from .resolve import ideal_variant, resolve
     from .settings import host_profile_for
@@ -165,7 +178,7 @@ def _decide(settings: Any, editable: bool) -> Plan:
         except ExternalError as exc:
             if isinstance(exc, IntegrityError) or policy == "never-build":
                 raise
-            log(f"warning: the variant index could not be read ({exc}); falling back to a source build")
+            warn(f"the variant index could not be read ({exc}); falling back to a source build")
             candidates = []
             why_not = f"the variant index could not be read ({exc})"
         else:
@@ -182,14 +195,14 @@ def _decide(settings: Any, editable: bool) -> Plan:
 
 
 def _announce(plan: Plan) -> None:
-    from .build import log
+    from .console import notice
     from .variant import format_variant
 
     if plan.kind == "prebuilt":
         extra = plan.candidate.candidate.extra
-        log(f"selected prebuilt {format_variant(plan.variant)} ({extra.get('filename')}) because: {plan.reason}")
+        notice(f"selected prebuilt {format_variant(plan.variant)} ({extra.get('filename')}) because: {plan.reason}")
     else:
-        log(f"source build of {format_variant(plan.variant)} because: {plan.reason}")
+        notice(f"source build of {format_variant(plan.variant)} because: {plan.reason}")
 
 
 def _fetch_prebuilt(plan: Plan) -> Path:
@@ -198,14 +211,20 @@ def _fetch_prebuilt(plan: Plan) -> Path:
     settings = plan.settings
     extra = plan.candidate.candidate.extra
     return cached_download(
-        extra["url"], extra["sha256"], extra["filename"], settings.cache_dir, **settings.fetch_options()
+        extra["url"],
+        extra["sha256"],
+        extra["filename"],
+        settings.cache_dir,
+        deadline=settings.get("download-timeout"),
+        **settings.fetch_options(),
     )
 
 
 # ------------------------------------------------------------------ PEP 517 hooks
 @_clean_errors
 def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
-    from .build import build_requires, log
+    from .build import build_requires
+    from .console import warn
 
     plan = make_plan(config_settings)
     _announce(plan)
@@ -216,7 +235,7 @@ def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list
         except ExternalError as exc:
             if plan.must_fail(exc):
                 raise
-            log(f"warning: download failed ({exc}); build_wheel will fall back to a source build")
+            warn(f"download failed ({exc}); build_wheel will fall back to a source build")
     return build_requires(plan.variant, plan.host)
 
 
@@ -249,6 +268,7 @@ def build_wheel(
 ) -> str:
     from . import build
     from .catalog import load_catalog
+    from .console import warn
 
     plan = make_plan(config_settings)
     _announce(plan)
@@ -259,7 +279,7 @@ def build_wheel(
         except ExternalError as exc:
             if plan.must_fail(exc):
                 raise
-            build.log(f"warning: prebuilt wheel unavailable ({exc}); falling back to a source build")
+            warn(f"prebuilt wheel unavailable ({exc}); falling back to a source build")
     return build.build_wheel(plan.variant, catalog, wheel_directory)
 
 

@@ -24,6 +24,7 @@ from .cmake_config import cmake_defines
 from .errors import ExternalError, IntegrityError
 from .host import HostProfile
 from .variant import Variant, format_variant
+from .wheelcheck import read_member
 
 BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.0", "cmake>=3.24", "ninja")
 NCCL_WHEEL = {"12": "nvidia-nccl-cu12", "13": "nvidia-nccl-cu13"}
@@ -105,7 +106,8 @@ def verify_wheel_variant(wheel: Path, variant: Variant, catalog: Catalog) -> Non
         names = [n for n in archive.namelist() if n.endswith(".dist-info/variant.json")]
         if len(names) != 1:
             raise IntegrityError(f"{wheel.name}: expected one .dist-info/variant.json, found {len(names)}")
-        _, built = variant_json.parse(archive.read(names[0]), catalog, source=f"{wheel.name}:{names[0]}")
+        raw = read_member(archive, names[0])  # bounded: a hostile variant.json may inflate to gigabytes
+        _, built = variant_json.parse(raw, catalog, source=f"{wheel.name}:{names[0]}")
     if built != variant:
         raise IntegrityError(f"{wheel.name} was built as {format_variant(built)}, not {format_variant(variant)}")
 
