@@ -54,6 +54,12 @@ USER_AGENT = "hvd-selector-backend"
 _CHUNK = 1 << 16
 
 
+def shown(text: object, limit: int = 200) -> str:
+    """Text from a server, safe on one terminal line: control characters become '?', long text is cut."""
+    flat = "".join(c if c.isprintable() else "?" for c in str(text))
+    return flat if len(flat) <= limit else flat[:limit] + "…"
+
+
 # ------------------------------------------------------------------ URL policy
 def is_loopback(host: str | None) -> bool:
     if not host:
@@ -91,7 +97,7 @@ def origin(url: str) -> tuple[str, str | None, int | None]:
         parsed = urllib.parse.urlparse(url)
         port = parsed.port
     except ValueError as exc:
-        raise ExternalError(f"{url!r}: not a valid URL ({exc})") from None
+        raise ExternalError(f"{shown(url)!r}: not a valid URL ({exc})") from None
     default = {"http": 80, "https": 443}.get(parsed.scheme)
     return parsed.scheme, (parsed.hostname or "").lower() or None, port if port is not None else default
 
@@ -128,15 +134,17 @@ def check_link(index_url: str, link: str, allowed_origins: Iterable[str] = ()) -
     link_scheme = urllib.parse.urlparse(link).scheme
     if index_scheme == "file":
         if link_scheme != "file":
-            raise IntegrityError(f"{index_url}: a local index links to {link}; only files are allowed there")
+            raise IntegrityError(f"{index_url}: a local index links to {shown(link)!r}; only files are allowed there")
         return link
     if link_scheme == "file" or link_scheme not in ("http", "https"):
-        raise IntegrityError(f"{index_url}: the index links to {link!r}; only its own origin is allowed, refusing")
+        raise IntegrityError(
+            f"{index_url}: the index links to {shown(link)!r}; only its own origin is allowed, refusing"
+        )
     if same_origin(index_url, link) or any(same_origin(o, link) for o in allowed_origins):
         normalize_location(link) if link_scheme == "http" else None  # loopback rule for allow-listed http
         return link
     raise IntegrityError(
-        f"{index_url}: the index links to another origin ({link}); refusing. "
+        f"{index_url}: the index links to another origin ({shown(link)!r}); refusing. "
         "If that host is trusted, list it in index-file-origins (e.g. -C index-file-origins=https://files.example.org)"
     )
 
@@ -210,7 +218,7 @@ class _NoForeignRedirects(urllib.request.HTTPRedirectHandler):
 
     def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
         if not same_origin(req.full_url, newurl):
-            raise ExternalError(f"{req.full_url} redirects to another origin ({newurl}); refusing")
+            raise ExternalError(f"{req.full_url} redirects to another origin ({shown(newurl)!r}); refusing")
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
@@ -243,7 +251,9 @@ def _content_length(response: Any, url: str) -> int | None:
     if not values:
         return None
     if len(set(values)) != 1 or not values[0].strip().isdigit():
-        raise ExternalError(f"{url}: malformed Content-Length {', '.join(values)!r} in the answer; refusing it")
+        raise ExternalError(
+            f"{shown(url)}: malformed Content-Length {shown(', '.join(values))!r} in the answer; refusing it"
+        )
     return int(values[0].strip())
 
 
@@ -252,7 +262,7 @@ def _read_bounded(
 ) -> int:
     length = _content_length(response, url)
     if length is not None and length > max_bytes:
-        raise ExternalError(f"{url}: {length} bytes is over the {max_bytes}-byte limit")
+        raise ExternalError(f"{shown(url)}: {length} bytes is over the {max_bytes}-byte limit")
     total = 0
     while True:
         chunk = response.read(_CHUNK)
@@ -260,7 +270,7 @@ def _read_bounded(
             break
         total += len(chunk)
         if total > max_bytes:
-            raise ExternalError(f"{url}: more than the {max_bytes}-byte limit")
+            raise ExternalError(f"{shown(url)}: more than the {max_bytes}-byte limit")
         out.write(chunk)
     if exchange is not None and exchange.expired:
         raise _Retryable(f"no complete answer within {exchange.seconds:g} s")
@@ -315,7 +325,7 @@ def fetch_to(
         return
     normalize_location(url)  # policy check for http(s)
     if offline:
-        raise ExternalError(f"{url}: offline mode allows only the cache and file/directory indexes")
+        raise ExternalError(f"{shown(url)}: offline mode allows only the cache and file/directory indexes")
     headers = {"User-Agent": USER_AGENT}
     if accept:
         headers["Accept"] = accept
@@ -334,14 +344,14 @@ def fetch_to(
             except urllib.error.HTTPError as exc:
                 exc.close()
                 if exc.code < 500 and exc.code not in (408, 429):
-                    raise ExternalError(f"{url}: HTTP {exc.code} {str(exc.reason)[:200]}") from None
+                    raise ExternalError(f"{shown(url)}: HTTP {exc.code} {shown(exc.reason)}") from None
                 last = f"HTTP {exc.code}"
             except (urllib.error.URLError, http.client.HTTPException, _Retryable, OSError, ValueError) as exc:
                 reason = getattr(exc, "reason", exc)
-                last = f"{type(exc).__name__}: {str(reason)[:200] or 'connection closed'}"
+                last = f"{type(exc).__name__}: {shown(reason) or 'connection closed'}"
             if exchange.expired:
                 last = f"no complete answer within {deadline:g} s"
-    raise ExternalError(f"{url}: failed after {retries + 1} attempts ({last})")
+    raise ExternalError(f"{shown(url)}: failed after {retries + 1} attempts ({last})")
 
 
 def get_bytes(url: str, **kwargs: Any) -> bytes:
@@ -434,12 +444,12 @@ def cached_download(
     must also be a safe archive (``wheelcheck``) before it is cached.
     """
     if not isinstance(sha256, str) or not isinstance(filename, str):
-        raise InputError(f"{url}: the index gives no valid sha256 or file name; refusing to download")
+        raise InputError(f"{shown(url)}: the index gives no valid sha256 or file name; refusing to download")
     sha256 = sha256.lower()
     if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
-        raise InputError(f"{url}: index gives no valid sha256 ({sha256!r}); refusing to download")
+        raise InputError(f"{shown(url)}: index gives no valid sha256 ({sha256!r}); refusing to download")
     if "/" in filename or "\\" in filename or "\0" in filename or filename.startswith(".") or not filename:
-        raise InputError(f"{url}: unsafe file name {filename!r}")
+        raise InputError(f"{shown(url)}: unsafe file name {filename!r}")
     final = cache_dir / "wheels" / sha256 / filename
     with contextlib.ExitStack() as stack:
         try:
@@ -489,7 +499,7 @@ def _download_locked(
         actual = sha256_of(tmp)
         if actual != sha256:
             raise IntegrityError(
-                f"sha256 mismatch for {url}: the index says {sha256}, the file is {actual}; "
+                f"sha256 mismatch for {shown(url)}: the index says {sha256}, the file is {actual}; "
                 "refusing it (nothing was installed or cached)"
             )
         if final.name.endswith(".whl"):

@@ -16,7 +16,6 @@ from selector_backend.errors import ExternalError, InputError, IntegrityError
 from .http_fixtures import serve
 
 
-
 def _zip_payload() -> bytes:
     """A 1 MiB wheel-shaped zip (cached .whl files must be safe archives)."""
     buffer = io.BytesIO()
