@@ -285,9 +285,10 @@ def _read_local(path: Path, out: IO[bytes], url: str, max_bytes: int) -> None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise ExternalError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ExternalError(f"{path}: not a regular file; refusing to read it")
     with open(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ExternalError(f"{path}: not a regular file; refusing to read it")
         try:
             _read_bounded(handle, out, url, max_bytes)
         except OSError as exc:

@@ -10,6 +10,7 @@ directory alone, before anything is extracted or cached.
 
 from __future__ import annotations
 
+import re
 import zipfile
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def unsafe_member(name: str) -> str | None:
     if not name or "\0" in name:
         return "an empty name or a NUL byte"
     parts = name.replace("\\", "/").split("/")
-    if name.startswith(("/", "\\")) or (len(parts[0]) == 2 and parts[0][1] == ":"):
+    if name.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", name):  # a drive letter is absolute on Windows
         return "an absolute path"
     if ".." in parts:
         return "a '..' component"
