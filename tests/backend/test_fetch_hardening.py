@@ -18,7 +18,7 @@ def test_a_fifo_or_device_is_never_read(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     for path in (fifo, Path("/dev/zero"), tmp_path):
-        with pytest.raises(ExternalError, match="not a regular file|cannot read"):
+        with pytest.raises(ExternalError, match=r"not a regular file|cannot read"):
             fetch.get_bytes(path.as_uri())
 
 
