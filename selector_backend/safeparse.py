@@ -19,13 +19,13 @@ def loads(data: str | bytes, source: str, error: type[SelectorError] = InputErro
         try:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise error(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            raise error(f"{source} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
         return json.loads(data)
     except RecursionError:
-        raise error(f"{source}: JSON nested too deep to read; refusing it") from None
+        raise error(f"{source} is JSON nested too deep to read; refusing it") from None
     except ValueError as exc:
-        raise error(f"{source}: not valid JSON ({str(exc)[:200]})") from None
+        raise error(f"{source} is not valid JSON ({str(exc)[:200]})") from None
 
 
 def read_text(path: Any, what: str) -> str:
