@@ -43,15 +43,6 @@ CONFIG_FILES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CONFIG_FILES))
-def test_hostile_config_file_is_one_line(cli: Cli, tmp_path: Path, case: str) -> None:
-    path = tmp_path / "config.toml"
-    path.write_bytes(CONFIG_FILES[case])
-    result = cli("resolve", env={"HVD_SELECTOR_CONFIG": str(path)})
-    assert result.rc == 2, result
-    assert str(path) in result.one_line_error()
-
-
 HOST_PROFILES = {
     "deep": b'{"gpus": ' + b"[" * 500_000,
     "not utf-8": b'{"os": "\xff"}',
@@ -62,10 +53,17 @@ HOST_PROFILES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(HOST_PROFILES))
-def test_hostile_host_profile_is_one_line(cli: Cli, tmp_path: Path, case: str) -> None:
-    path = tmp_path / "host.json"
-    path.write_bytes(HOST_PROFILES[case])
-    result = cli("resolve", "--host-profile", str(path))
+# the file a hostile value sits in -> how the CLI is pointed at it
+HOSTILE_FILES = [("config", case) for case in sorted(CONFIG_FILES)] + [("host", case) for case in sorted(HOST_PROFILES)]
+
+
+@pytest.mark.parametrize(("kind", "case"), HOSTILE_FILES)
+def test_hostile_local_file_is_one_line(cli: Cli, tmp_path: Path, kind: str, case: str) -> None:
+    path = tmp_path / ("config.toml" if kind == "config" else "host.json")
+    path.write_bytes(CONFIG_FILES[case] if kind == "config" else HOST_PROFILES[case])
+    if kind == "config":
+        result = cli("resolve", env={"HVD_SELECTOR_CONFIG": str(path)})
+    else:
+        result = cli("resolve", "--host-profile", str(path))
     assert result.rc == 2, result
     assert str(path) in result.one_line_error()
