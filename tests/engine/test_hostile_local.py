@@ -12,7 +12,7 @@ from conftest import Cli
 def test_run_timeout_must_be_finite_and_positive(cli: Cli, value: str) -> None:
     result = cli("run", "-np", "1", f"--timeout={value}", "python", "-c", "pass")
     assert result.rc == 2, result
-    assert "--timeout must be a finite number of seconds above 0" in result.one_line_error()
+    assert "--timeout must be a positive number of seconds" in result.one_line_error()
 
 
 @pytest.mark.parametrize(
