@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from .errors import ExternalError, IntegrityError, NothingFitsError, SelectorError
+from .errors import EXIT_INTERNAL, ExternalError, IntegrityError, NothingFitsError, SelectorError
 
 T = TypeVar("T")
 ConfigSettings = Mapping[str, Any] | None
@@ -44,13 +44,26 @@ def _clean_errors(hook: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(hook)
     def wrapper(*args: Any, **kwargs: Any) -> T:
+        from .console import hook as in_hook
+
         try:
-            return hook(*args, **kwargs)
+            with in_hook():
+                return hook(*args, **kwargs)
         except SelectorError as exc:
             if os.environ.get("HVD_SELECTOR_DEBUG"):
                 raise
             print(f"hvd-selector: error: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(exc.exit_code) from None
+        except Exception as exc:  # a bug: one line, as the CLI does, unless debugging
+            if os.environ.get("HVD_SELECTOR_DEBUG"):
+                raise
+            print(
+                f"hvd-selector: internal error: {type(exc).__name__}: {str(exc)[:300]} "
+                "(set HVD_SELECTOR_DEBUG=1 for a traceback and report it)",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise SystemExit(EXIT_INTERNAL) from None
 
     return wrapper
 
@@ -136,8 +149,8 @@ def _decide(settings: Any, editable: bool) -> Plan:
 
     Editable installs always build from source (a development checkout).
     """
-    from .build import log
     from .catalog import load_catalog
+    from .console import warn
     from .policy import parse_selector
     from .resolve import ideal_variant, resolve
     from .settings import host_profile_for
@@ -165,7 +178,7 @@ def _decide(settings: Any, editable: bool) -> Plan:
         except ExternalError as exc:
             if isinstance(exc, IntegrityError) or policy == "never-build":
                 raise
-            log(f"warning: the variant index could not be read ({exc}); falling back to a source build")
+            warn(f"the variant index could not be read ({exc}); falling back to a source build")
             candidates = []
             why_not = f"the variant index could not be read ({exc})"
         else:
@@ -194,12 +207,13 @@ def _gpu_host_fallback(resolution: Any, policy: str | None) -> Any:
     Returns that GPU variant, or None to go on with the CPU prebuilt; the
     warning (resolve.gpu_host_warning) goes to the console either way.
     """
-    from .build import log, missing_toolchain
+    from .build import missing_toolchain
+    from .console import notice
 
     warning = next((n for n in resolution.notes if n.startswith("WARNING: this host has")), None)
     if warning is None:
         return None
-    log(warning)
+    notice(warning)
     source = resolution.source_build
     if (
         policy == "never-build"
@@ -210,32 +224,32 @@ def _gpu_host_fallback(resolution: Any, policy: str | None) -> Any:
         return None
     missing = missing_toolchain(source)
     if missing:
-        log(f"WARNING: installing the CPU build: the GPU source build needs {'; '.join(missing)}")
+        notice(f"WARNING: installing the CPU build: the GPU source build needs {'; '.join(missing)}")
         return None
-    log("the CUDA toolchain is present: building the GPU source build instead of the CPU prebuilt")
+    notice("the CUDA toolchain is present: building the GPU source build instead of the CPU prebuilt")
     return source
 
 
 def _announce(plan: Plan) -> None:
-    from .build import log
+    from .console import notice
     from .nccl_pairing import NCCL_WHEEL, extra_for
     from .variant import format_variant
 
     if plan.kind == "prebuilt":
         extra = plan.candidate.candidate.extra
-        log(f"selected prebuilt {format_variant(plan.variant)} ({extra.get('filename')}) because: {plan.reason}")
+        notice(f"selected prebuilt {format_variant(plan.variant)} ({extra.get('filename')}) because: {plan.reason}")
     else:
-        log(f"source build of {format_variant(plan.variant)} because: {plan.reason}")
+        notice(f"source build of {format_variant(plan.variant)} because: {plan.reason}")
     nccl_extra = extra_for(plan.variant)
     if nccl_extra:
         cuda = str(plan.variant["cuda"])
-        log(
+        notice(
             f"this cuda={cuda} build loads NCCL at run time from {NCCL_WHEEL[cuda]} (PyTorch's CUDA {cuda} wheels "
             f"bring it) or the system's libnccl.so.2; without either: pip install 'hvd-selector[{nccl_extra}]'"
         )
     installed = _installed_variant()
     if installed is not None and installed != plan.variant:
-        log(
+        notice(
             f"warning: the installed build is {format_variant(installed)}; this install chose another. pip keys "
             f"its wheel cache by the sdist alone and reuses a cached wheel of another variant without running this "
             f"backend, so whenever you change a choice use {CACHE_HINT} (hvd-selector doctor checks the result)"
@@ -266,14 +280,20 @@ def _fetch_prebuilt(plan: Plan) -> Path:
     settings = plan.settings
     extra = plan.candidate.candidate.extra
     return cached_download(
-        extra["url"], extra["sha256"], extra["filename"], settings.cache_dir, **settings.fetch_options()
+        extra["url"],
+        extra["sha256"],
+        extra["filename"],
+        settings.cache_dir,
+        deadline=settings.get("download-timeout"),
+        **settings.fetch_options(),
     )
 
 
 # ------------------------------------------------------------------ PEP 517 hooks
 @_clean_errors
 def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
-    from .build import build_requires, check_toolchain, log
+    from .build import build_requires, check_toolchain
+    from .console import warn
 
     plan = make_plan(config_settings)
     _announce(plan)
@@ -284,7 +304,7 @@ def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list
         except ExternalError as exc:
             if plan.must_fail(exc):
                 raise
-            log(f"warning: download failed ({exc}); build_wheel will fall back to a source build")
+            warn(f"download failed ({exc}); build_wheel will fall back to a source build")
     check_toolchain(plan.variant, plan.host)  # before pip downloads the build requirements (NCCL: ~350 MB)
     return build_requires(plan.variant, plan.host)
 
@@ -319,6 +339,7 @@ def build_wheel(
 ) -> str:
     from . import build
     from .catalog import load_catalog
+    from .console import warn
 
     plan = make_plan(config_settings)
     _announce(plan)
@@ -329,7 +350,7 @@ def build_wheel(
         except ExternalError as exc:
             if plan.must_fail(exc):
                 raise
-            build.log(f"warning: prebuilt wheel unavailable ({exc}); falling back to a source build")
+            warn(f"prebuilt wheel unavailable ({exc}); falling back to a source build")
     return build.build_wheel(plan.variant, catalog, wheel_directory)
 
 

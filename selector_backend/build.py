@@ -25,6 +25,7 @@ from .errors import ExternalError, IntegrityError
 from .host import HostProfile
 from .nccl_pairing import NCCL_WHEEL
 from .variant import Variant, format_variant
+from .wheelcheck import read_member
 
 BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.0", "cmake>=3.24", "ninja")
 #: Where GlooConfig.cmake sits under a prefix (CMake's config-mode search layouts).
@@ -152,8 +153,8 @@ def verify_wheel_variant(wheel: Path, variant: Variant, catalog: Catalog) -> Non
             raise IntegrityError(f"{wheel.name}: expected one .dist-info/variant.json, found {len(names)}")
         if guard_copy not in archive.namelist():
             raise IntegrityError(f"{wheel.name}: has no {guard_copy} (the import guard's record of the build)")
-        records = [
-            variant_json.parse(archive.read(name), catalog, source=f"{wheel.name}:{name}")[1]
+        records = [  # bounded reads: a hostile variant.json may inflate to gigabytes
+            variant_json.parse(read_member(archive, name), catalog, source=f"{wheel.name}:{name}")[1]
             for name in (names[0], guard_copy)
         ]
     built, guarded = records

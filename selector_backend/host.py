@@ -8,7 +8,6 @@ is an error.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +29,9 @@ def normalise_machine(name: str) -> str:
     """'arm64' -> 'aarch64', 'AMD64' -> 'x86_64'; other names lower-cased as they are."""
     raw = name.strip().lower()
     return MACHINE_ALIASES.get(raw, raw)
+
+
+MAX_CC_MAJOR = 30  # NVIDIA is at 12.x; anything far beyond is a typo, not a future GPU
 
 
 _FIELDS = ("platform", "os", "machine", "libc", "python", "cpu", "gpus", "cuda_driver", "libraries", "notes")
@@ -138,14 +140,9 @@ class HostProfile(NamedTuple):
 
 def load_host_profile(path: Path) -> HostProfile:
     """Read a HostProfile JSON file; any problem is a one-line InputError."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read host profile ({exc.strerror or exc})") from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InputError(f"{path}: host profile is not valid JSON ({exc})") from None
+    from . import safeparse
+
+    data = safeparse.loads(safeparse.read_text(path, "host profile"), f"{path}: host profile")
     return with_interpreter_defaults(HostProfile.from_json(data, source=str(path)))
 
 
@@ -190,10 +187,12 @@ def parse_version_text(text: str, what: str, source: str = "") -> str:
 def parse_compute_capability(text: str, source: str = "") -> str:
     """'8.0' / '80' / 'sm_80' -> '8.0'; anything else is an InputError."""
     value = str(text).strip().lower().removeprefix("sm_").removeprefix("compute_")
-    match = re.fullmatch(r"(\d+)\.(\d)", value) or re.fullmatch(r"(\d+)(\d)", value)
-    if not match:
+    match = re.fullmatch(r"(\d{1,2})\.(\d)", value) or re.fullmatch(r"(\d{1,2})(\d)", value)
+    if not match or not 1 <= int(match.group(1)) <= MAX_CC_MAJOR:
         where = f"{source}: " if source else ""
-        raise InputError(f"{where}compute capability {text!r} is not like 8.0 or sm_80")
+        raise InputError(
+            f"{where}compute capability {text!r} is not like 8.0 or sm_80 (major version 1 to {MAX_CC_MAJOR})"
+        )
     return f"{int(match.group(1))}.{match.group(2)}"
 
 
@@ -291,7 +290,7 @@ class _ProfileReader:
                 raise self.fail(f"{where} needs a compute_capability such as 8.0")
             cc = parse_compute_capability(str(cc_raw), self.source) if cc_raw is not None else ""
             memory = gpu.get("memory_mib")
-            if memory is not None and (not isinstance(memory, int) or memory < 0):
+            if memory is not None and (not isinstance(memory, int) or isinstance(memory, bool) or memory < 0):
                 raise self.fail(f"{where}.memory_mib must be a non-negative integer")
             gpus.append(GpuInfo(vendor, self.text(gpu.get("name"), f"{where}.name") or "unknown", cc, memory))
         return tuple(gpus)

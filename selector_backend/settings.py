@@ -87,6 +87,12 @@ def _count(value: Any, name: str) -> int:
     return count
 
 
+def _origins(value: Any, name: str) -> tuple[str, ...]:
+    from .fetch import parse_origins
+
+    return parse_origins(_list(value, name), name)
+
+
 def _path(value: Any, name: str) -> Path:
     return Path(os.path.expanduser(_text(value, name)))
 
@@ -125,7 +131,24 @@ OPTIONS: tuple[Option, ...] = (
         "prefer-prebuilt, always-build (source build always) or never-build (fail instead of building)",
     ),
     Option("cache-dir", _path, None, "download cache (default $XDG_CACHE_HOME/hvd-selector)"),
-    Option("index-timeout", _seconds, 30.0, "seconds an index request may take before it is retried"),
+    Option(
+        "index-timeout",
+        _seconds,
+        30.0,
+        "seconds one index page request may take in all (connect to last byte) before it is retried",
+    ),
+    Option(
+        "download-timeout",
+        _seconds,
+        600.0,
+        "seconds one wheel download may take in all before it is retried (each wait is bounded by index-timeout)",
+    ),
+    Option(
+        "index-file-origins",
+        _origins,
+        (),
+        "other origins (https://host[:port]) an index may link its files to; by default only the index's own",
+    ),
     Option("index-retries", _count, 3, "retries of a failed index request (5xx, timeout, reset, short body)"),
     Option("offline", _bool, False, "use only the cache and file/directory indexes; no network"),
     Option("host-profile", _path, None, "read the HostProfile JSON from this file instead of detecting"),
@@ -154,6 +177,7 @@ OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 OTHER_ENV: dict[str, str] = {
     ENV_PREFIX + "CONFIG": "read this config file instead of the system and user ones",
     ENV_PREFIX + "DEBUG": "show a traceback for internal errors instead of one line",
+    ENV_PREFIX + "QUIET": "1: the backend's notices (choice, fallbacks) stay off the terminal during pip install",
     ENV_PREFIX + "DETECT_TIMEOUT": "seconds one detector (a tool, NVML) may take before it is skipped (default 5)",
     ENV_PREFIX + "NVML_REPLAY": "replay recorded NVML answers from this JSON file instead of asking the driver",
     ENV_PREFIX + "RUN_GPU": "test suite: also run the tests marked gpu",
@@ -281,6 +305,8 @@ def load_settings(
         if option is None:
             raise InputError(f"unknown environment variable {name}{did_you_mean(name, [*known_env, *extra_env])}")
         _set(option, value, name, values, origins)
+    if ENV_PREFIX + "DETECT_TIMEOUT" in env:  # read by detection itself; checked here so it is never ignored
+        _seconds(env[ENV_PREFIX + "DETECT_TIMEOUT"], ENV_PREFIX + "DETECT_TIMEOUT")
     if "HVD_SELECTOR" in env and ENV_PREFIX + "SELECTOR" not in env:
         _set(OPTIONS_BY_NAME["selector"], env["HVD_SELECTOR"], "HVD_SELECTOR", values, origins)
     for key, value in (config_settings or {}).items():

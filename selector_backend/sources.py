@@ -36,7 +36,10 @@ def index_candidates(urls: Iterable[str], catalog: Catalog, host: HostProfile, s
     ranked_tags = {tag: i for i, tag in enumerate(host_tags(host))}
     verdicts: dict[tuple[str, str, str], tuple[Finding, int]] = {}  # one per distinct tag triple
     for position, url in enumerate(urls):
-        for entry in variant_index.read_index(url, catalog, **settings.fetch_options()):
+        entries = variant_index.read_index(
+            url, catalog, allowed_origins=settings.get("index-file-origins"), **settings.fetch_options()
+        )
+        for entry in entries:
             triple = (entry.wheel.python, entry.wheel.abi, entry.wheel.platform)
             verdict = verdicts.get(triple)
             if verdict is None:

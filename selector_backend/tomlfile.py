@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .safeparse import read_text
 
 
 class TomlDocument:
@@ -55,14 +56,13 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{path}: invalid TOML: nested too deep to read") from None
 
 
 def load_toml(path: Path) -> TomlDocument:
     """Parse ``path``; a missing file or a syntax error is an InputError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    text = read_text(path, "the TOML file")
     return TomlDocument(path, text, _parse(path, text))
 
 
@@ -74,10 +74,7 @@ def load_toml_remembered(path: Path) -> TomlDocument:
     parser is never imported (a cold ``resolve`` is mostly imports). The copy is
     trusted only when the user owns it and nobody else can write it.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    text = read_text(path, "the TOML file")
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     memo = Path(base) / "hvd-selector" / ("toml-" + re.sub(r"[^A-Za-z0-9]+", "_", str(path.resolve()))[-120:] + ".json")
     try:
@@ -86,7 +83,7 @@ def load_toml_remembered(path: Path) -> TomlDocument:
             kept = json.loads(memo.read_text(encoding="utf-8"))
             if isinstance(kept, dict) and kept.get("text") == text and isinstance(kept.get("data"), dict):
                 return TomlDocument(path, text, kept["data"])
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         pass
     data = _parse(path, text)
     try:

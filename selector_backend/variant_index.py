@@ -13,10 +13,9 @@ retries, size bounds).
 from __future__ import annotations
 
 import html.parser
-import json
 import re
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from . import fetch
@@ -86,62 +85,110 @@ def _join(page_url: str, href: str) -> str:
     """urljoin, with a fast path for the common case: a bare file name beside the page."""
     if page_url.endswith("/") and _PLAIN_NAME.fullmatch(href) and href not in (".", ".."):
         return page_url + href
-    return urllib.parse.urljoin(page_url, href)
+    try:
+        return urllib.parse.urljoin(page_url, href)
+    except ValueError as exc:
+        raise ExternalError(f"{page_url}: bad link {fetch.shown(href)!r} ({exc})") from None
+
+
+def _json_file_entry(item: Any, index: int, page_url: str) -> IndexFile:
+    """One ``files[]`` entry of a PEP 691 page, every field's type checked."""
+    where = f"{page_url}: files[{index}]"
+    if not isinstance(item, dict):
+        raise ExternalError(f"{where} is not an object")
+    filename, url, hashes = item.get("filename"), item.get("url"), item.get("hashes", {})
+    if not isinstance(filename, str) or not filename:
+        raise ExternalError(f"{where}.filename is not a non-empty string")
+    if not isinstance(url, str) or not url:
+        raise ExternalError(f"{where}.url is not a non-empty string")
+    if not isinstance(hashes, dict):
+        raise ExternalError(f"{where}.hashes is not an object")
+    sha = hashes.get("sha256")
+    if sha is not None and not _is_sha256(sha):
+        raise ExternalError(f"{where}.hashes.sha256 is not 64 hex digits")
+    return IndexFile(filename, _join(page_url, url), sha)
+
+
+def _is_sha256(value: Any) -> bool:
+    return isinstance(value, str) and re.fullmatch(r"[0-9a-fA-F]{64}", value) is not None
 
 
 def parse_project_page(kind: str, body: bytes, page_url: str) -> list[IndexFile]:
-    """The files of a PEP 691 JSON or PEP 503 HTML project page."""
-    files: list[IndexFile] = []
+    """The files of a PEP 691 JSON or PEP 503 HTML project page; anything malformed is an ExternalError."""
+    from .safeparse import loads
+
     if kind == "json":
-        try:
-            data = json.loads(body)
-            for item in data["files"]:
-                files.append(
-                    IndexFile(item["filename"], _join(page_url, item["url"]), item.get("hashes", {}).get("sha256"))
-                )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ExternalError(f"{page_url}: malformed PEP 691 page ({exc})") from None
-        return files
+        data = loads(body, f"{page_url}: PEP 691 page", ExternalError)
+        items = data.get("files") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise ExternalError(f"{page_url}: malformed PEP 691 page ('files' is not a list)")
+        return [_json_file_entry(item, i, page_url) for i, item in enumerate(items)]
+    files: list[IndexFile] = []
     parser = _Anchors()
-    parser.feed(body.decode("utf-8", errors="replace"))
+    try:
+        parser.feed(body.decode("utf-8", errors="replace"))
+        parser.close()
+    except (ValueError, AssertionError, RecursionError) as exc:  # html.parser's own complaints
+        raise ExternalError(f"{page_url}: malformed PEP 503 page ({exc})") from None
     for href in parser.hrefs:
-        url, _, fragment = urllib.parse.urljoin(page_url, href).partition("#")
+        url, _, fragment = _join(page_url, href).partition("#")
         filename = urllib.parse.unquote(url.rstrip("/").rsplit("/", 1)[-1])
         sha = fragment[len("sha256=") :] if fragment.startswith("sha256=") else None
-        files.append(IndexFile(filename, url, sha))
+        files.append(IndexFile(filename, url, sha if _is_sha256(sha) else None))
     return files
 
 
-def _variants_maps(files: list[IndexFile], catalog: Catalog, options: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """version -> {label: properties} from every ``*-variants.json`` listed."""
+def _variants_document(raw: bytes, url: str) -> dict[str, dict[str, Any]]:
+    """label -> namespace -> features of a ``*-variants.json``, every level's type checked."""
+    from .safeparse import loads
+    from .variant_json import check_features
+
+    data = loads(raw, f"{url}: variants file", ExternalError)
+    variants = data.get("variants") if isinstance(data, dict) else None
+    if not isinstance(variants, dict):
+        raise ExternalError(f"{url}: malformed variants file ('variants' is not an object)")
+    out: dict[str, dict[str, Any]] = {}
+    for label, namespaces in variants.items():
+        if not isinstance(namespaces, dict):
+            raise ExternalError(f"{url}: variant {label!r} is not an object of namespaces")
+        for namespace, features in namespaces.items():
+            try:
+                check_features(features, f"{url}: variant {label!r} namespace {namespace!r}")
+            except InputError as exc:
+                raise ExternalError(str(exc)) from None
+        out[label] = namespaces
+    return out
+
+
+def _variants_maps(
+    files: list[IndexFile], catalog: Catalog, options: dict[str, Any], check_link: Callable[[str], str]
+) -> dict[str, dict[str, Any]]:
+    """version -> {label: properties} from every ``*-variants.json`` listed (links checked before fetching)."""
     out: dict[str, dict[str, Any]] = {}
     for item in files:
         match = re.fullmatch(r"(.+?)-([^-]+)-variants\.json", item.filename)
         if not match or normalize_project(match.group(1)) != normalize_project(catalog.name):
             continue
-        raw = fetch.get_bytes(item.url, **options)
-        if item.sha256 and fetch.hashlib_sha256(raw) != item.sha256:
+        raw = fetch.get_bytes(check_link(item.url), **options)
+        if item.sha256 and fetch.hashlib_sha256(raw) != item.sha256.lower():
             raise IntegrityError(f"sha256 mismatch for {item.url}; refusing the variants file")
-        try:
-            data = json.loads(raw)
-            variants = data["variants"]
-            if not isinstance(variants, dict):
-                raise TypeError("'variants' is not an object")
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ExternalError(f"{item.url}: malformed variants file ({exc})") from None
-        out[match.group(2)] = variants
+        out[match.group(2)] = _variants_document(raw, item.url)
     return out
 
 
-def read_index(location: str, catalog: Catalog, **options: Any) -> Iterator[IndexEntry]:
+def read_index(
+    location: str, catalog: Catalog, *, allowed_origins: tuple[str, ...] = (), **options: Any
+) -> Iterator[IndexEntry]:
     """The variant wheels of ``catalog.name`` on the index at ``location``.
 
     ``options`` are passed to ``fetch.get_bytes`` (offline, timeout, retries).
+    Every link must stay on the index's origin (or ``allowed_origins``):
+    ``fetch.check_link``.
     """
     url = project_url(location, catalog.name)
     kind, body = _page(url, options)
     files = parse_project_page(kind, body, url)
-    maps = _variants_maps(files, catalog, options)
+    maps = _variants_maps(files, catalog, options, lambda link: fetch.check_link(url, link, allowed_origins))
     project = normalize_project(catalog.name)
     parsed: dict[tuple[str, str], Variant] = {}  # (version, label) -> variant: parsed once, shared by its wheels
     for item in files:
@@ -161,8 +208,15 @@ def read_index(location: str, catalog: Catalog, **options: Any) -> Iterator[Inde
                 continue
             variant = parsed[key] = _variant_of(props, wheel.label, catalog, url)
         if not item.sha256:
-            raise ExternalError(f"{item.url}: the index gives no sha256 for this wheel; refusing it")
-        yield IndexEntry(item.filename, item.url, item.sha256.lower(), wheel.label, variant, wheel)
+            from .console import warn
+
+            warn(
+                f"{fetch.shown(item.filename)}: the index gives no sha256 for this wheel; "
+                "skipping it (the others are still used)"
+            )
+            continue
+        link = fetch.check_link(url, item.url, allowed_origins)
+        yield IndexEntry(item.filename, link, item.sha256.lower(), wheel.label, variant, wheel)
 
 
 def _variant_of(props: Any, label: str, catalog: Catalog, url: str) -> Variant:

@@ -12,10 +12,17 @@ T = TypeVar("T")
 
 
 def timeout_seconds() -> float:
+    """HVD_SELECTOR_DETECT_TIMEOUT (default 5 s); a bad value is an error, never silently the default."""
+    text = os.environ.get("HVD_SELECTOR_DETECT_TIMEOUT", "5")
     try:
-        return max(0.1, float(os.environ.get("HVD_SELECTOR_DETECT_TIMEOUT", "5")))
+        value = float(text)
     except ValueError:
-        return 5.0
+        value = float("nan")
+    if not 0 < value <= 3600:  # also false for nan
+        from ..errors import InputError
+
+        raise InputError(f"HVD_SELECTOR_DETECT_TIMEOUT={text!r} must be a number of seconds above 0, at most 3600")
+    return max(0.1, value)
 
 
 def which(name: str) -> str | None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import multiprocessing
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,16 @@ from selector_backend.errors import ExternalError, InputError, IntegrityError
 
 from .http_fixtures import serve
 
-PAYLOAD = bytes(range(256)) * 4096  # 1 MiB
+
+def _zip_payload() -> bytes:
+    """A 1 MiB wheel-shaped zip (cached .whl files must be safe archives)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("blob/data.bin", bytes(range(256)) * 4096)
+    return buffer.getvalue()
+
+
+PAYLOAD = _zip_payload()
 
 
 @pytest.fixture()

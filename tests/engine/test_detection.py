@@ -318,10 +318,15 @@ def test_call_with_timeout_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
         bounded.call_with_timeout(lambda: 1 // 0, "x")
 
 
-def test_bad_timeout_value_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HVD_SELECTOR_DETECT_TIMEOUT", "soon")
-    assert bounded.timeout_seconds() == 5.0
-    monkeypatch.setenv("HVD_SELECTOR_DETECT_TIMEOUT", "0")
+def test_bad_timeout_value_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12: a bad HVD_SELECTOR_DETECT_TIMEOUT is an error, never silently the default."""
+    from selector_backend.errors import InputError
+
+    for bad in ("soon", "0", "nan", "inf", "-1"):
+        monkeypatch.setenv("HVD_SELECTOR_DETECT_TIMEOUT", bad)
+        with pytest.raises(InputError, match="HVD_SELECTOR_DETECT_TIMEOUT"):
+            bounded.timeout_seconds()
+    monkeypatch.setenv("HVD_SELECTOR_DETECT_TIMEOUT", "0.01")
     assert bounded.timeout_seconds() == 0.1
 
 
