@@ -146,6 +146,8 @@ def make_wheel(extra: dict[str, bytes] | None = None, *, variant_json: bytes | N
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {PROJECT}\nVersion: {VERSION}\n".encode(),
         f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n",
         f"{dist}/variant.json": variant_json if variant_json is not None else json.dumps(document).encode(),
+        # the import guard's copy of the record (the backend refuses a wheel whose two records disagree)
+        "hvd_selector/variant.json": variant_json if variant_json is not None else json.dumps(document).encode(),
         **(extra or {}),
     }
     records = "".join(f"{n},,\n" for n in members) + f"{dist}/RECORD,,\n"
