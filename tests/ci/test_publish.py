@@ -81,10 +81,12 @@ def test_publish_layout_and_read_back(tmp_path: Path, catalog: Catalog) -> None:
     for entry in entries:
         assert entry.filename.endswith(f"-{variant_label(entry.variant)}.whl")
         assert entry.label == variant_label(entry.variant)
-    index_file = json.loads((tmp_path / "site/simple/hvd-selector/hvd-selector-0.1.0-variants.json").read_text())
+    index_file = json.loads((tmp_path / "site/simple/hvd-selector/hvd_selector-0.1.0-variants.json").read_text())
     assert set(index_file["variants"]) == {variant_label(v) for v in variants}
     gpu = index_file["variants"][variant_label(variants[2])]["hvd_selector"]
-    assert gpu["cuda_arch"] == ["80"] and gpu["tensor_ops"] == ["nccl"]
+    assert gpu["cuda"] == ["cu13_sm80"] and gpu["tensor_ops"] == ["nccl"]
+    cpu = index_file["variants"][variant_label(variants[0])]["hvd_selector"]
+    assert "cuda" not in cpu and "none" not in json.dumps(cpu)  # a CPU build lacks the feature
     root_page = json.loads((tmp_path / "site/simple/index.json").read_text())
     assert root_page["projects"] == [{"name": "hvd-selector"}]
     # The labelled file holds the very bytes that were built (what the backend hands pip).
