@@ -147,8 +147,8 @@ def is_legacy(data: Mapping[str, Any]) -> bool:
         return True
     if schema != SCHEMA_URL:
         raise InputError(
-            f"unsupported variant schema {schema!r} (this version reads {SCHEMA_URL} and {', '.join(LEGACY_SCHEMA_URLS)}); "
-            "upgrade hvd-selector"
+            f"unsupported variant schema {schema!r} (this version reads {SCHEMA_URL} "
+            f"and {', '.join(LEGACY_SCHEMA_URLS)}); upgrade hvd-selector"
         )
     return False
 

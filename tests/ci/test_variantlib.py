@@ -1,0 +1,206 @@
+"""The published artifacts as PEP 825's reference implementation (variantlib) reads them.
+
+variantlib itself is the judge: ``analyze-wheel`` accepts every published
+wheel, ``generate-index-json`` reproduces the published ``-variants.json``,
+and its resolver, running the project's provider plugin in a subprocess as an
+installer would, ranks the published wheels as ``hvd-selector resolve
+--index-url`` does, on this machine and on host profiles given through the
+plugin's own overrides (``HVD_SELECTOR_*``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from selector_backend import publish, variant_json
+from selector_backend.catalog import Catalog, load_catalog
+from selector_backend.variant_provider import HvdSelectorProvider, all_configs
+
+from .test_publish import make_wheel
+
+variantlib = pytest.importorskip("variantlib", reason="variantlib (PEP 825 reference implementation) not installed")
+from variantlib.variant_dist_info import VariantDistInfo  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+VARIANTLIB = [sys.executable, "-c", "import sys; from variantlib.commands.main import main; sys.argv[0] = 'variantlib'; main()"]
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, catalog: Catalog) -> Path:
+    """The whole prebuilt matrix published as small wheels (one per variant, tagged for its machine)."""
+    root = tmp_path_factory.mktemp("variantlib")
+    wheels = []
+    for i, variant in enumerate(catalog.prebuilt_variants()):
+        family = catalog.target_family[str(variant["target"])]
+        wheels.append(make_wheel(root / "in" / str(i), variant, catalog, tag=f"cp311-cp311-manylinux_2_28_{family}"))
+    publish.publish(wheels, root / "site", catalog, progress=False)
+    return root / "site"
+
+
+def project_dir(site: Path) -> Path:
+    return site / "simple" / "hvd-selector"
+
+
+def published_wheels(site: Path) -> list[Path]:
+    return sorted(project_dir(site).glob("*.whl"))
+
+
+def index_file(site: Path, catalog: Catalog) -> Path:
+    return project_dir(site) / f"hvd_selector-{catalog.version}-variants.json"
+
+
+def test_index_file_has_the_normalised_wheel_name(site: Path, catalog: Catalog) -> None:
+    names = {p.name for p in project_dir(site).iterdir()}
+    assert "hvd_selector-0.1.0-variants.json" in names
+    assert "hvd-selector-0.1.0-variants.json" not in names
+
+
+def test_analyze_wheel_accepts_every_published_wheel(site: Path, catalog: Catalog) -> None:
+    wheels = published_wheels(site)
+    assert len(wheels) == len(catalog.prebuilt_variants())
+    for wheel in wheels:
+        done = subprocess.run([*VARIANTLIB, "analyze-wheel", "-i", str(wheel)], capture_output=True, text=True)
+        assert done.returncode == 0, f"{wheel.name}: {done.stderr[-2000:]}"
+        label = wheel.name[: -len(".whl")].rsplit("-", 1)[1]
+        assert f"Variant: `{label}`" in done.stdout
+        assert "none" not in done.stdout.split("\n", 1)[1]  # no 'none' sentinel property
+        assert "hvd_selector :: target ::" in done.stdout
+
+
+def test_generate_index_json_reproduces_the_published_file(site: Path, catalog: Catalog, tmp_path: Path) -> None:
+    for wheel in published_wheels(site):
+        shutil.copy(wheel, tmp_path / wheel.name)
+    done = subprocess.run([*VARIANTLIB, "generate-index-json", "-d", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Skipped" not in done.stderr and "WARNING" not in done.stderr, done.stderr[-2000:]
+    generated = json.loads((tmp_path / index_file(site, catalog).name).read_text())
+    assert generated == json.loads(index_file(site, catalog).read_text())
+
+
+def test_variant_json_declares_the_install_time_provider(catalog: Catalog) -> None:
+    doc = variant_json.render(catalog.parse_variant(catalog.prebuilt_variants()[0].to_json()), catalog)
+    info = VariantDistInfo(json.dumps(doc))
+    provider = info.providers[catalog.namespace]
+    assert info.namespace_priorities == [catalog.namespace]
+    assert provider.plugin_api == variant_json.PLUGIN_API and provider.requires
+    assert HvdSelectorProvider.namespace == catalog.namespace
+
+
+def test_plugin_all_configs_cover_every_published_property(site: Path, catalog: Catalog) -> None:
+    known = {(c.name, v) for c in all_configs(catalog) for v in c.values}
+    doc = json.loads(index_file(site, catalog).read_text())
+    for label, namespaces in doc["variants"].items():
+        for feature, values in namespaces[catalog.namespace].items():
+            assert (feature, values[0]) in known, (label, feature, values)
+
+
+# ---------------------------------------------------------------------- ranking
+PROFILES = {
+    "this machine": ({}, None),
+    "x86_64_v2": ({"HVD_SELECTOR_TARGET": "x86_64_v2"}, "x86_64"),
+    "x86_64_v3 no MPI": ({"HVD_SELECTOR_TARGET": "x86_64_v3", "HVD_SELECTOR_MPI": "none"}, "x86_64"),
+    "x86_64_v4 MPICH": ({"HVD_SELECTOR_TARGET": "x86_64_v4", "HVD_SELECTOR_MPI": "mpich 4.2.0"}, "x86_64"),
+    "x86_64_v4 Open MPI": ({"HVD_SELECTOR_TARGET": "x86_64_v4", "HVD_SELECTOR_MPI": "openmpi 5.0.3"}, "x86_64"),
+    "neoverse_v2": ({"HVD_SELECTOR_TARGET": "neoverse_v2"}, "aarch64"),
+    "neoverse_n1": ({"HVD_SELECTOR_TARGET": "neoverse_n1"}, "aarch64"),
+    "neoverse_v2 H100": (
+        {"HVD_SELECTOR_TARGET": "neoverse_v2", "HVD_SELECTOR_GPUS": "9.0", "HVD_SELECTOR_CUDA_DRIVER": "13.0"},
+        "aarch64",
+    ),
+    "A100 driver 12.4": (
+        {"HVD_SELECTOR_TARGET": "zen3", "HVD_SELECTOR_GPUS": "8.0,8.0", "HVD_SELECTOR_CUDA_DRIVER": "12.4"},
+        "x86_64",
+    ),
+    "A100 driver 13.0": (
+        {"HVD_SELECTOR_TARGET": "zen3", "HVD_SELECTOR_GPUS": "8.0", "HVD_SELECTOR_CUDA_DRIVER": "13.0"},
+        "x86_64",
+    ),
+    "mixed V100+A100": (
+        {"HVD_SELECTOR_TARGET": "x86_64_v3", "HVD_SELECTOR_GPUS": "7.0,8.0", "HVD_SELECTOR_CUDA_DRIVER": "13.0"},
+        "x86_64",
+    ),
+    "mixed T4+A100 (PTX only for one)": (
+        {"HVD_SELECTOR_TARGET": "x86_64_v3", "HVD_SELECTOR_GPUS": "7.5,8.6", "HVD_SELECTOR_CUDA_DRIVER": "12.4"},
+        "x86_64",
+    ),
+    "H100 old driver 11.8": (
+        {"HVD_SELECTOR_TARGET": "x86_64_v4", "HVD_SELECTOR_GPUS": "9.0", "HVD_SELECTOR_CUDA_DRIVER": "11.8"},
+        "x86_64",
+    ),
+    "H100 driver 12.2": (
+        {"HVD_SELECTOR_TARGET": "x86_64_v4", "HVD_SELECTOR_GPUS": "9.0", "HVD_SELECTOR_CUDA_DRIVER": "12.2"},
+        "x86_64",
+    ),
+    "selector cpu on a GPU host": (
+        {"HVD_SELECTOR_GPUS": "8.0", "HVD_SELECTOR_CUDA_DRIVER": "13.0", "HVD_SELECTOR": "cpu"},
+        "x86_64",
+    ),
+}
+
+
+def _env(overrides: dict[str, str], site: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HVD_SELECTOR")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    empty = site.parent / "config.toml"
+    empty.touch()
+    env["HVD_SELECTOR_CONFIG"] = str(empty)  # no user config file steers either side
+    return {**env, **overrides}
+
+
+def engine_ranking(site: Path, env: dict[str, str]) -> tuple[list[str], set[str]]:
+    """(compatible labels best first, incompatible labels) from ``hvd-selector resolve --index-url``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "selector_backend", "resolve", "--json", "--index-url", (site / "simple").as_uri()],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
+    assert done.returncode in (0, 3), done.stderr
+    candidates = json.loads(done.stdout)["candidates"]
+    return [c["label"] for c in candidates if c["compatible"]], {c["label"] for c in candidates if not c["compatible"]}
+
+
+RESOLVE = (
+    "import json, sys; from variantlib.api import get_variants_by_priority; "
+    "doc = json.load(open(sys.argv[1])); print(json.dumps([v.label for v in get_variants_by_priority(variants_json=doc)]))"
+)
+
+
+def variantlib_ranking(site: Path, catalog: Catalog, env: dict[str, str]) -> list[str]:
+    """Labels variantlib's resolver ranks, in a fresh process as an installer would (it caches plugin answers)."""
+    done = subprocess.run(
+        [sys.executable, "-c", RESOLVE, str(index_file(site, catalog))], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return list(json.loads(done.stdout))
+
+
+@pytest.mark.parametrize("name", list(PROFILES))
+def test_variantlib_resolver_agrees_with_the_engine(
+    name: str, site: Path, catalog: Catalog
+) -> None:
+    overrides, family = PROFILES[name]
+    env = _env(overrides, site)
+    engine, incompatible = engine_ranking(site, env)
+    ranked = variantlib_ranking(site, catalog, env)
+    assert ranked[-1] == "null"  # variantlib always offers the null variant last; none is published
+    # An installer first drops wheels whose platform tag does not fit; do the same by machine family.
+    family = family or os.uname().machine
+    fits = {p.name[: -len(".whl")].rsplit("-", 1)[1] for p in published_wheels(site) if p.name.count(f"_{family}-")}
+    ranked = [label for label in ranked if label in fits]
+    assert not set(ranked) & incompatible, f"variantlib picks wheels the engine calls incompatible ({name})"
+    assert ranked, f"variantlib finds nothing for {name}"
+    assert ranked == engine, f"{name}: variantlib {ranked} vs hvd-selector {engine}"
