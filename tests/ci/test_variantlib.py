@@ -212,3 +212,67 @@ def test_variantlib_resolver_agrees_with_the_engine(name: str, site: Path, catal
     assert not set(ranked) & incompatible, f"variantlib picks wheels the engine calls incompatible ({name})"
     assert ranked, f"variantlib finds nothing for {name}"
     assert ranked == engine, f"{name}: variantlib {ranked} vs hvd-selector {engine}"
+
+
+# ---------------------------------------------------------------------- earlier releases
+LEGACY = {
+    "$schema": "https://variants-schema.wheelnext.dev/v0.0.3.json",
+    "default-priorities": {"namespace": ["hvd_selector"]},
+    "variants": {
+        "c0ffee01": {
+            "hvd_selector": {
+                "target": ["x86_64_v3"],
+                "cuda": ["13"],
+                "cuda_arch": ["80"],
+                "tensor_ops": ["nccl"],
+                "controllers": ["gloo"],
+                "frameworks": ["pytorch"],
+            }
+        },
+        "c0ffee02": {
+            "hvd_selector": {
+                "target": ["x86_64"],
+                "cuda": ["none"],
+                "cuda_arch": ["none"],
+                "tensor_ops": ["gloo"],
+                "controllers": ["gloo"],
+                "frameworks": ["pytorch"],
+            }
+        },
+    },
+}
+
+
+def _legacy_index(root: Path, variants_name: str, doc: dict[str, object]) -> Path:
+    page = root / "simple" / "hvd-selector"
+    page.mkdir(parents=True)
+    (page / variants_name).write_text(json.dumps(doc))
+    anchors = [f'<a href="{variants_name}">{variants_name}</a>']
+    for label in LEGACY["variants"]:  # type: ignore[union-attr]
+        name = f"hvd_selector-0.1.0-cp311-cp311-manylinux_2_28_x86_64-{label}.whl"
+        anchors.append(f'<a href="{name}#sha256={"ab" * 32}">{name}</a>')
+    (page / "index.html").write_text("<html><body>" + "".join(anchors) + "</body></html>")
+    return root / "simple"
+
+
+def test_the_backend_still_reads_an_earlier_release_index(tmp_path: Path, catalog: Catalog) -> None:
+    from selector_backend import variant_index
+
+    location = _legacy_index(tmp_path, "hvd-selector-0.1.0-variants.json", LEGACY)
+    entries = {e.label: e.variant for e in variant_index.read_index(str(location), catalog)}
+    assert entries["c0ffee01"] == catalog.parse_variant(
+        "target=x86_64_v3 cuda=13 cuda_arch=80 tensor_ops=nccl controllers=gloo frameworks=pytorch"
+    )
+    assert entries["c0ffee02"]["cuda"] == "none"
+    with pytest.raises(variantlib.errors.ValidationError):  # why republishing is needed for PEP 825 installers
+        VariantDistInfo(json.dumps({**LEGACY, "variants": {"c0ffee02": LEGACY["variants"]["c0ffee02"]}}))  # type: ignore[index]
+
+
+def test_an_unknown_schema_is_refused_with_one_line(tmp_path: Path, catalog: Catalog) -> None:
+    from selector_backend import variant_index
+    from selector_backend.errors import ExternalError
+
+    doc = {**LEGACY, "$schema": "https://variants-schema.wheelnext.dev/v9.0.0.json"}
+    location = _legacy_index(tmp_path, "hvd_selector-0.1.0-variants.json", doc)
+    with pytest.raises(ExternalError, match=r"unsupported variant schema .*upgrade hvd-selector"):
+        list(variant_index.read_index(str(location), catalog))
