@@ -87,8 +87,9 @@ def variant_from_properties(features: Mapping[str, Any], catalog: Catalog) -> Va
             values[feature] = catalog.parse_value(feature, text.split("_"))
         else:
             values[feature] = catalog.parse_value(feature, text)
-    values.setdefault("cuda", "none")
-    values.setdefault("cuda_arch", catalog.parse_value("cuda_arch", "none"))
+    if "cuda" in catalog.axes and "cuda" not in values:  # a CPU-only build lacks the feature
+        values["cuda"] = catalog.parse_value("cuda", "none")
+        values["cuda_arch"] = catalog.parse_value("cuda_arch", "none")
     return catalog.make_variant(values)
 
 

@@ -77,7 +77,7 @@ def all_configs(catalog: Catalog) -> list[FeatureConfig]:
             out.append(FeatureConfig(axis, ["_".join(s) for s in _multi_values(axis, catalog)]))
         else:
             out.append(FeatureConfig(axis, [v for v in catalog.axes[axis].values if v != "none"]))
-    return out
+    return [c for c in out if c.values]
 
 
 def _axes(catalog: Catalog) -> list[str]:
