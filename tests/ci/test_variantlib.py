@@ -152,10 +152,22 @@ PROFILES = {
         {"HVD_SELECTOR_TARGET": "x86_64_v4", "HVD_SELECTOR_GPUS": "9.0", "HVD_SELECTOR_CUDA_DRIVER": "12.2"},
         "x86_64",
     ),
+    "host profile file: icelake + A100, no MPI": ({"HVD_SELECTOR_HOST_PROFILE": "{profile}"}, "x86_64"),
     "selector cpu on a GPU host": (
         {"HVD_SELECTOR_GPUS": "8.0", "HVD_SELECTOR_CUDA_DRIVER": "13.0", "HVD_SELECTOR": "cpu"},
         "x86_64",
     ),
+}
+
+HOST_PROFILE = {
+    "platform": "linux",
+    "machine": "x86_64",
+    "python": "cp311",
+    "libc": "glibc 2.39",
+    "cpu": {"microarch": "icelake"},
+    "gpus": [{"vendor": "nvidia", "name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0", "memory_mib": 81920}],
+    "cuda_driver": "13.0",
+    "libraries": {"mpi": None, "nccl": None, "gloo": None},
 }
 
 
@@ -201,7 +213,9 @@ def variantlib_ranking(site: Path, catalog: Catalog, env: dict[str, str]) -> lis
 @pytest.mark.parametrize("name", list(PROFILES))
 def test_variantlib_resolver_agrees_with_the_engine(name: str, site: Path, catalog: Catalog) -> None:
     overrides, family = PROFILES[name]
-    env = _env(overrides, site)
+    profile = site.parent / "icelake-a100.json"
+    profile.write_text(json.dumps(HOST_PROFILE))
+    env = _env({k: v.replace("{profile}", str(profile)) for k, v in overrides.items()}, site)
     engine, incompatible = engine_ranking(site, env)
     ranked = variantlib_ranking(site, catalog, env)
     assert ranked[-1] == "null"  # variantlib always offers the null variant last; none is published
@@ -212,6 +226,9 @@ def test_variantlib_resolver_agrees_with_the_engine(name: str, site: Path, catal
     assert not set(ranked) & incompatible, f"variantlib picks wheels the engine calls incompatible ({name})"
     assert ranked, f"variantlib finds nothing for {name}"
     assert ranked == engine, f"{name}: variantlib {ranked} vs hvd-selector {engine}"
+    if "A100" in name or name == "neoverse_v2 H100":  # the GPU facts really reached both sides
+        first = json.loads(index_file(site, catalog).read_text())["variants"][ranked[0]][catalog.namespace]
+        assert "cuda" in first, f"{name}: a CUDA build should come first, got {first}"
 
 
 # ---------------------------------------------------------------------- earlier releases
