@@ -5,9 +5,9 @@ looks at URL unless the installing user configures another index: the
 published sdist knows where its own prebuilt variants live, so stock
 ``pip install hvd-selector`` needs no extra flags.
 
-Every sdist also carries pure-Python copies of archspec and packaging (with
+Every sdist also carries pure-Python copies of archspec, packaging and tomli (with
 their licence files) under ``selector_backend/_vendor/`` and declares no
-build requirements of its own (only tomli on Python < 3.11), so pip's
+build requirements of its own (tomli too, for Python 3.10), so pip's
 isolated build environment installs nothing when a prebuilt variant fits —
 that install was two thirds of ``pip install``'s time. The copies are taken
 from the build environment at sdist time (``get_requires_for_build_sdist``
@@ -36,8 +36,9 @@ def with_index_urls(pyproject_text: str, urls: tuple[str, ...]) -> str:
     return pyproject_text.rstrip("\n") + f"\n\n[tool.hvd-selector]\n# embedded by build_sdist -C index-url\n{line}\n"
 
 
-VENDORED = ("archspec", "packaging")
-SDIST_BUILD_REQUIRES = "requires = [\"tomli>=1.1; python_version<'3.11'\"]  # + selector_backend/_vendor"
+VENDORED = ("archspec", "packaging", "tomli")
+# Empty, not a marker-only list: pip spawns a pip subprocess for any non-empty list.
+SDIST_BUILD_REQUIRES = "requires = []  # archspec, packaging, tomli: selector_backend/_vendor"
 
 
 def without_build_requires(pyproject_text: str) -> str:
