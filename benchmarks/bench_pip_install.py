@@ -4,10 +4,15 @@ Both sides run in the same session, interleaved, each in a fresh virtual
 environment that already holds the runtime dependencies (so only the
 hvd-selector step is timed), with pip's caches off. The selector side is the
 real path: stock pip fetches the sdist from a loopback variant index, builds
-an isolated build environment (packaging, archspec), runs the backend's hooks
-(detect, read the index, rank, download + verify, hand the wheel over) and
-installs. The script also times those pieces on their own, so the report says
-where the overhead goes. Results: benchmarks/results/pip_install.json.
+an isolated build environment, runs the backend's hooks (detect, read the
+index, rank, download + verify, hand the wheel over) and installs. The
+published sdist carries archspec and packaging in ``selector_backend/_vendor``
+and declares no build requirements (``selector_backend.sdist``); a second
+side installs the same sdist as earlier releases shipped it (no ``_vendor``,
+``requires = [packaging, archspec]``, so pip installs both into the isolated
+environment first), and a third skips build isolation. The script also times
+the pieces on their own, so the report says where the overhead goes.
+Results: benchmarks/results/pip_install.json.
 
     python benchmarks/bench_pip_install.py --rounds 5
 """
@@ -16,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import http.server
+import io
 import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -57,6 +64,29 @@ def fresh_venv(path: Path, wheelhouse: Path) -> Path:
         env=clean_env(),
     )
     return py
+
+
+def with_build_requires(sdist: Path, work: Path) -> Path:
+    """The same sdist as earlier releases shipped it: no ``_vendor``, the checkout's build requirements."""
+    requires = next(
+        line for line in (REPO / "pyproject.toml").read_text().splitlines() if line.startswith("requires = [")
+    )
+    out = work / "sdist-requires" / sdist.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(sdist) as source, tarfile.open(out, "w:gz") as dest:
+        for member in source.getmembers():
+            if "/selector_backend/_vendor/" in member.name:
+                continue
+            data = source.extractfile(member) if member.isfile() else None
+            if member.name.endswith("/pyproject.toml") and member.name.count("/") == 1 and data is not None:
+                text = "\n".join(
+                    requires if line.startswith("requires = [") else line for line in data.read().decode().splitlines()
+                )
+                blob = (text + "\n").encode()
+                member.size = len(blob)
+                data = io.BytesIO(blob)
+            dest.addfile(member, data)
+    return out
 
 
 def main() -> int:
@@ -117,9 +147,10 @@ def main() -> int:
         def log_message(self, *args: object) -> None:
             pass
 
-    handler = partial(Quiet, directory=str(work / "index"))
+    handler = partial(Quiet, directory=str(work))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    url = f"http://127.0.0.1:{server.server_address[1]}/simple"
+    url = f"http://127.0.0.1:{server.server_address[1]}/index/simple"
+    url_with_requires = f"http://127.0.0.1:{server.server_address[1]}/index-requires/simple"
     subprocess.run(
         [
             sys.executable,
@@ -136,7 +167,9 @@ def main() -> int:
         check=True,
         capture_output=True,
     )
-    publish([wheel], work / "index", catalog, sdists=list((work / "sdist").glob("*.tar.gz")), progress=False)
+    (sdist,) = (work / "sdist").glob("*.tar.gz")
+    publish([wheel], work / "index", catalog, sdists=[sdist], progress=False)
+    publish([wheel], work / "index-requires", catalog, sdists=[with_build_requires(sdist, work)], progress=False)
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
     selector_cmd = [
@@ -151,11 +184,13 @@ def main() -> int:
         url,
         "hvd-selector",
     ]
+    requires_cmd = [*selector_cmd[:-2], url_with_requires, "hvd-selector"]
     plain_cmd = ["-m", "pip", "install", "--no-deps", "--no-cache-dir", str(wheel)]
     # the same selector path without pip's isolated build environment (packaging and archspec are
     # already in the target venv as runtime dependencies): what the backend itself costs
     no_isolation_cmd = [*selector_cmd[:-1], "--no-build-isolation", "hvd-selector"]
     selector_times, plain_times, no_isolation_times, env_times, hook_times = [], [], [], [], []
+    requires_times: list[float] = []
     hooks = (
         "import time, os; os.chdir({src!r}); t=time.perf_counter(); from selector_backend import backend; "
         "backend.get_requires_for_build_wheel(); backend.prepare_metadata_for_build_wheel({md!r}); "
@@ -179,6 +214,7 @@ def main() -> int:
             ("selector", selector_cmd, selector_times),
             ("plain", plain_cmd, plain_times),
             ("no-isolation", no_isolation_cmd, no_isolation_times),
+            ("with-build-requires", requires_cmd, requires_times),
         ]
         for _, cmd, times in sides if round_ % 2 == 0 else reversed(sides):
             py = fresh_venv(work / "venv", wheelhouse)
@@ -228,16 +264,19 @@ def main() -> int:
         "plain_wheel_median_s": med(plain_times),
         "ratio": med(selector_times) / med(plain_times),
         "overhead_s": med(selector_times) - med(plain_times),
+        "selector_with_build_requires_median_s": med(requires_times),
+        "ratio_with_build_requires": med(requires_times) / med(plain_times),
         "selector_no_build_isolation_median_s": med(no_isolation_times),
         "ratio_no_build_isolation": med(no_isolation_times) / med(plain_times),
         "breakdown_median_s": {
-            "isolated_build_env_packaging_archspec": med(env_times),
+            "installing_packaging_archspec_alone": med(env_times),
             "backend_hooks_detect_resolve_fetch_verify_copy": med(hook_times),
         },
         "samples_s": {
             "selector": selector_times,
             "plain": plain_times,
             "no_isolation": no_isolation_times,
+            "with_build_requires": requires_times,
             "build_env": env_times,
             "hooks": hook_times,
         },

@@ -56,6 +56,26 @@ def _load_json(path: Path) -> Any:
         raise ImportError(f"hvd_selector: {path} is not valid JSON ({exc}); reinstall hvd-selector") from None
 
 
+MULTI_AXES = ("controllers", "frameworks")
+
+
+def _axes(features: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Axis values from variant.json's features: the current single-valued model, or an older release's lists.
+
+    The property model is ``selector_backend.variant_json``'s (``cuda :: cu12_sm80_sm90``,
+    ``controllers :: gloo_mpi``); decoded here without importing the engine.
+    """
+    raw = {str(k): [str(v) for v in (vals if isinstance(vals, list) else [vals])] for k, vals in features.items()}
+    if "cuda_arch" in raw:  # schema v0.0.3: axis -> values, 'none' sentinels
+        return {k: tuple(v) for k, v in raw.items()}
+    axes = {k: tuple(v[0].split("_")) if k in MULTI_AXES else tuple(v) for k, v in raw.items()}
+    cuda = raw.get("cuda", ["none"])[0]
+    line, _, archs = cuda.partition("_sm")
+    axes["cuda"] = (line.removeprefix("cu"),) if archs else ("none",)
+    axes["cuda_arch"] = tuple(archs.split("_sm")) if archs else ("none",)
+    return axes
+
+
 def load_facts(package_dir: Path = PACKAGE_DIR) -> BuildFacts:
     """Read variant.json (PEP 825 shape) and build_config.json; ImportError if broken."""
     data = _load_json(package_dir / "variant.json")
@@ -66,7 +86,7 @@ def load_facts(package_dir: Path = PACKAGE_DIR) -> BuildFacts:
     features = namespaces.get(NAMESPACE) if isinstance(namespaces, dict) else None
     if not isinstance(features, dict) or "target" not in features:
         raise ImportError(f"hvd_selector: variant.json has no {NAMESPACE!r} target entry")
-    axes = {str(k): tuple(str(v) for v in (vals if isinstance(vals, list) else [vals])) for k, vals in features.items()}
+    axes = _axes(features)
     config_path = package_dir / "build_config.json"
     config = _load_json(config_path) if config_path.exists() else {}
     return BuildFacts(label=str(label), axes=axes, config={str(k): str(v) for k, v in config.items()})

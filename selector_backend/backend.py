@@ -320,7 +320,8 @@ def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> l
 
 @_clean_errors
 def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list[str]:
-    return ["scikit-build-core>=0.10"]
+    # archspec, packaging and tomli are copied into the sdist (selector_backend.sdist.vendored_files)
+    return ["scikit-build-core>=0.10", "archspec>=0.2.5", "packaging>=22", "tomli>=1.1"]
 
 
 @_clean_errors
@@ -387,9 +388,9 @@ def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) ->
     import scikit_build_core.build as skbuild
 
     settings = _settings(config_settings)
-    name = str(skbuild.build_sdist(sdist_directory, None))
-    if "index-url" in (config_settings or {}):
-        from .sdist import embed_index_urls
+    from .sdist import finish_sdist
 
-        embed_index_urls(Path(sdist_directory) / name, settings.get("index-url"))
+    name = str(skbuild.build_sdist(sdist_directory, None))
+    urls = settings.get("index-url") if "index-url" in (config_settings or {}) else ()
+    finish_sdist(Path(sdist_directory) / name, tuple(urls))
     return name

@@ -57,8 +57,10 @@ def write_dist_info(directory: Path, pyproject: dict[str, Any]) -> str:
     text = readme.read_text(encoding="utf-8") if readme.is_file() else None
     target = directory / dist_info
     atomic_write_text(target / "METADATA", core_metadata(pyproject, text))
-    scripts = project.get("scripts", {})
-    if scripts:
-        body = "[console_scripts]\n" + "".join(f"{k} = {v}\n" for k, v in scripts.items())
+    groups = {"console_scripts": project.get("scripts", {}), **project.get("entry-points", {})}
+    body = "".join(
+        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) for group, eps in groups.items() if eps
+    )
+    if body:
         atomic_write_text(target / "entry_points.txt", body)
     return dist_info

@@ -55,8 +55,8 @@ def normalize(name: str) -> str:
 
 
 def variants_filename(catalog: Catalog, version: str) -> str:
-    """``{name}-{version}-variants.json`` (the PEP 825 index file, name as the catalog spells it)."""
-    return f"{catalog.name}-{version}-variants.json"
+    """``{name}-{version}-variants.json`` with the wheel filename's normalised name (PEP 825)."""
+    return f"{normalize(catalog.name).replace('-', '_')}-{version}-variants.json"
 
 
 def variants_document(variants: Iterable[Variant], catalog: Catalog) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def variants_document(variants: Iterable[Variant], catalog: Catalog) -> dict[str
     for variant in variants:
         doc = variant_json.render(variant, catalog)
         if not merged:
-            merged = {"$schema": doc["$schema"], "default-priorities": doc["default-priorities"], "variants": {}}
+            merged = {**variant_json.header(catalog), "variants": {}}
         merged["variants"].update(doc["variants"])
     return merged
 

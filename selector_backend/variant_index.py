@@ -6,7 +6,10 @@ is the index root as pip takes it (``https://host/simple``), a ``file://``
 URL or a directory. For each labelled wheel the variant comes from the
 version's variants.json (label -> namespace -> feature -> values); a wheel
 without a label, or whose label the variants.json does not define, is
-skipped. Fetching goes through ``selector_backend.fetch`` (URL policy,
+skipped. Both index-file spellings are read: the PEP 825 one
+(``hvd_selector-0.1.0-variants.json``, the wheel filename's normalised
+name) and earlier releases' ``hvd-selector-0.1.0-variants.json`` with their
+v0.0.3 shape (``variant_json.is_legacy``). Fetching goes through ``selector_backend.fetch`` (URL policy,
 retries, size bounds).
 """
 
@@ -18,7 +21,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from . import fetch
+from . import fetch, variant_json
 from .catalog import Catalog
 from .errors import ExternalError, InputError, IntegrityError
 from .variant import Variant
@@ -138,8 +141,8 @@ def parse_project_page(kind: str, body: bytes, page_url: str) -> list[IndexFile]
     return files
 
 
-def _variants_document(raw: bytes, url: str) -> dict[str, dict[str, Any]]:
-    """label -> namespace -> features of a ``*-variants.json``, every level's type checked."""
+def _variants_document(raw: bytes, url: str) -> tuple[bool, dict[str, dict[str, Any]]]:
+    """(legacy shape?, label -> namespace -> features) of a ``*-variants.json``, every level's type checked."""
     from .safeparse import loads
     from .variant_json import check_features
 
@@ -147,6 +150,10 @@ def _variants_document(raw: bytes, url: str) -> dict[str, dict[str, Any]]:
     variants = data.get("variants") if isinstance(data, dict) else None
     if not isinstance(variants, dict):
         raise ExternalError(f"{url}: malformed variants file ('variants' is not an object)")
+    try:
+        legacy = variant_json.is_legacy(data)
+    except InputError as exc:
+        raise ExternalError(f"{url}: {exc}") from None
     out: dict[str, dict[str, Any]] = {}
     for label, namespaces in variants.items():
         if not isinstance(namespaces, dict):
@@ -157,14 +164,14 @@ def _variants_document(raw: bytes, url: str) -> dict[str, dict[str, Any]]:
             except InputError as exc:
                 raise ExternalError(str(exc)) from None
         out[label] = namespaces
-    return out
+    return legacy, out
 
 
 def _variants_maps(
     files: list[IndexFile], catalog: Catalog, options: dict[str, Any], check_link: Callable[[str], str]
-) -> dict[str, dict[str, Any]]:
-    """version -> {label: properties} from every ``*-variants.json`` listed (links checked before fetching)."""
-    out: dict[str, dict[str, Any]] = {}
+) -> dict[str, tuple[bool, dict[str, Any]]]:
+    """version -> (legacy shape?, {label: properties}) from every ``*-variants.json`` listed (links checked first)."""
+    out: dict[str, tuple[bool, dict[str, Any]]] = {}
     for item in files:
         match = re.fullmatch(r"(.+?)-([^-]+)-variants\.json", item.filename)
         if not match or normalize_project(match.group(1)) != normalize_project(catalog.name):
@@ -172,7 +179,10 @@ def _variants_maps(
         raw = fetch.get_bytes(check_link(item.url), **options)
         if item.sha256 and fetch.hashlib_sha256(raw) != item.sha256.lower():
             raise IntegrityError(f"sha256 mismatch for {item.url}; refusing the variants file")
-        out[match.group(2)] = _variants_document(raw, item.url)
+        legacy, variants = _variants_document(raw, item.url)
+        if match.group(2) in out and out[match.group(2)][0] is False:
+            continue  # both spellings listed: the current one wins
+        out[match.group(2)] = (legacy, variants)
     return out
 
 
@@ -203,10 +213,11 @@ def read_index(
         key = (wheel.version, wheel.label)
         variant = parsed.get(key)
         if variant is None:
-            props = maps.get(wheel.version, {}).get(wheel.label)
+            legacy, labels = maps.get(wheel.version, (False, {}))
+            props = labels.get(wheel.label)
             if props is None:
                 continue
-            variant = parsed[key] = _variant_of(props, wheel.label, catalog, url)
+            variant = parsed[key] = _variant_of(props, wheel.label, catalog, url, legacy)
         if not item.sha256:
             from .console import warn
 
@@ -219,12 +230,9 @@ def read_index(
         yield IndexEntry(item.filename, link, item.sha256.lower(), wheel.label, variant, wheel)
 
 
-def _variant_of(props: Any, label: str, catalog: Catalog, url: str) -> Variant:
-    """The variant a variants.json entry describes (one label's properties)."""
-    features = props.get(catalog.namespace) if isinstance(props, dict) else None
-    if not isinstance(features, dict):
-        raise ExternalError(f"{url}: variant {label} has no {catalog.namespace!r} namespace")
+def _variant_of(props: Any, label: str, catalog: Catalog, url: str, legacy: bool) -> Variant:
+    """The variant a variants.json entry describes (one label's properties, current or v0.0.3 shape)."""
     try:
-        return catalog.make_variant(catalog.parse_assignments(features))
+        return variant_json.variant_of(label, props, catalog, legacy=legacy)
     except InputError as exc:
-        raise ExternalError(f"{url}: variant {label}: {exc}") from None
+        raise ExternalError(f"{url}: {exc}") from None

@@ -237,3 +237,36 @@ def test_a_plan_file_others_can_write_is_never_trusted(tmp_path: Path, monkeypat
     stored.write_text("{not json")
     backend.make_plan({"selector": "cpu"})
     assert _events(trace) == ["plan-computed"] * 3
+
+
+def test_sdist_carries_its_backend_imports_and_needs_no_build_requirements(tmp_path: Path) -> None:
+    """The published sdist's build env installs nothing: archspec and packaging ride in _vendor."""
+    import subprocess
+    import sys
+
+    from selector_backend.tomlfile import load_toml
+
+    pytest.importorskip("scikit_build_core")
+    name = backend.build_sdist(str(tmp_path), {})
+    with tarfile.open(tmp_path / name) as sdist:
+        sdist.extractall(tmp_path / "src", filter="data")
+    (src,) = (tmp_path / "src").iterdir()
+    pyproject = load_toml(src / "pyproject.toml").data
+    requires = pyproject["build-system"]["requires"]
+    assert requires == []  # not even a marker-only entry: pip would start a pip subprocess for it
+    assert (src / "selector_backend" / "_vendor" / "tomli" / "__init__.py").is_file()
+    vendor = src / "selector_backend" / "_vendor"
+    assert (vendor / "archspec" / "__init__.py").is_file() and (vendor / "packaging" / "tags.py").is_file()
+    licences = {p.name for p in (vendor / "LICENSES").rglob("*") if p.is_file()}
+    assert {"LICENSE-MIT", "LICENSE-APACHE"} <= licences and "LICENSE.BSD" in licences
+    # Without site-packages (-S) the backend still imports both, from _vendor, and detects this CPU.
+    probe = (
+        "import selector_backend, archspec.cpu, packaging.tags; "
+        "print(archspec.__file__); print(packaging.__file__); print(archspec.cpu.host().name)"
+    )
+    done = subprocess.run([sys.executable, "-S", "-c", probe], cwd=src, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    arch_file, pkg_file, host = done.stdout.split()
+    assert arch_file.startswith(str(vendor)) and pkg_file.startswith(str(vendor)) and host
+    # A source build's wheel leaves _vendor out (the wheel depends on archspec and packaging).
+    assert "selector_backend/_vendor/**" in pyproject["tool"]["scikit-build"]["wheel"]["exclude"]

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import zipfile
@@ -83,10 +84,12 @@ def test_publish_layout_and_read_back(tmp_path: Path, catalog: Catalog) -> None:
     for entry in entries:
         assert entry.filename.endswith(f"-{variant_label(entry.variant)}.whl")
         assert entry.label == variant_label(entry.variant)
-    index_file = json.loads((tmp_path / "site/simple/hvd-selector/hvd-selector-0.1.0-variants.json").read_text())
+    index_file = json.loads((tmp_path / "site/simple/hvd-selector/hvd_selector-0.1.0-variants.json").read_text())
     assert set(index_file["variants"]) == {variant_label(v) for v in variants}
     gpu = index_file["variants"][variant_label(variants[2])]["hvd_selector"]
-    assert gpu["cuda_arch"] == ["80"] and gpu["tensor_ops"] == ["nccl"]
+    assert gpu["cuda"] == ["cu13_sm80"] and gpu["tensor_ops"] == ["nccl"]
+    cpu = index_file["variants"][variant_label(variants[0])]["hvd_selector"]
+    assert "cuda" not in cpu and "none" not in json.dumps(cpu)  # a CPU build lacks the feature
     root_page = json.loads((tmp_path / "site/simple/index.json").read_text())
     assert root_page["projects"] == [{"name": "hvd-selector"}]
     # The labelled file holds the very bytes that were built (what the backend hands pip).
@@ -256,6 +259,20 @@ def test_builder_builds_repairs_and_publishes_a_reduced_matrix(
             assert "libmpi.so.40" not in needed.stdout
         else:
             assert any("libgloo" in n for n in libs), "Debian's shared Gloo is bundled"
+    # PEP 825's reference implementation accepts the real wheels and regenerates the index file from them.
+    pytest.importorskip("variantlib")
+    from .test_variantlib import ANALYZE, VARIANTLIB
+
+    wheels = sorted(str(p) for p in (site / "simple/hvd-selector").glob("*.whl"))
+    analyzed = subprocess.run([sys.executable, "-c", ANALYZE, *wheels], capture_output=True, text=True)
+    assert analyzed.returncode == 0 and analyzed.stdout.count("hvd_selector :: target ::") == 2, analyzed.stderr
+    regen = tmp_path / "regen"
+    regen.mkdir()
+    for wheel in wheels:
+        shutil.copy(wheel, regen)
+    subprocess.run([*VARIANTLIB, "generate-index-json", "-d", str(regen)], check=True, capture_output=True)
+    published = site / "simple/hvd-selector/hvd_selector-0.1.0-variants.json"
+    assert json.loads((regen / published.name).read_text()) == json.loads(published.read_text())
     assert main(args) == 0, "a re-run skips what the index already has"
     again = capsys.readouterr()
     assert "already published" in again.err and "unchanged" in again.out
