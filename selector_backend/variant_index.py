@@ -150,10 +150,6 @@ def _variants_document(raw: bytes, url: str) -> tuple[bool, dict[str, dict[str, 
     variants = data.get("variants") if isinstance(data, dict) else None
     if not isinstance(variants, dict):
         raise ExternalError(f"{url}: malformed variants file ('variants' is not an object)")
-    try:
-        legacy = variant_json.is_legacy(data)
-    except InputError as exc:
-        raise ExternalError(f"{url}: {exc}") from None
     out: dict[str, dict[str, Any]] = {}
     for label, namespaces in variants.items():
         if not isinstance(namespaces, dict):
@@ -164,6 +160,10 @@ def _variants_document(raw: bytes, url: str) -> tuple[bool, dict[str, dict[str, 
             except InputError as exc:
                 raise ExternalError(str(exc)) from None
         out[label] = namespaces
+    try:  # after the entries' types: a malformed entry is named before a missing schema
+        legacy = variant_json.is_legacy(data)
+    except InputError as exc:
+        raise ExternalError(f"{url}: {exc}") from None
     return legacy, out
 
 

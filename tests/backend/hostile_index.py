@@ -107,7 +107,7 @@ class HostileIndex:
         """Serve ``wheel`` as the one labelled wheel; returns its published file name."""
         label, document = variant_document()
         name = f"hvd_selector-{VERSION}-py3-none-linux_x86_64-{label}.whl"
-        vjson = json.dumps(variants if variants is not None else {"variants": document["variants"]}).encode()
+        vjson = json.dumps(variants if variants is not None else document).encode()
         vname = f"{PROJECT}-{VERSION}-variants.json"
         listing = (
             files
