@@ -12,6 +12,7 @@ milliseconds for more work unless someone already waits on it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -138,7 +139,7 @@ class Engine:
                 _core.use_process_set(head.process_set_id)
                 agreed = min(_core.allgather_prepare(np.empty((mine, 0), dtype=np.uint8)))
                 count = max(1, min(agreed, mine))
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+            except BaseException as exc:
                 with self._cond:
                     self._queue.popleft()
                 self._fail([head], exc)
@@ -168,13 +169,11 @@ class Engine:
                     _core.grouped_allreduce(ins, outs, op, pre, post)
                 for work in batch:
                     work.result = work.finish(work.outs) if work.finish else work.outs
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+        except BaseException as exc:
             self._fail(batch, exc)
             return
         finally:
-            try:
+            with contextlib.suppress(BaseException):
                 _core.use_process_set(0)
-            except BaseException:  # noqa: BLE001 - the core may be gone already
-                pass
         for work in batch:
             work.done.set()

@@ -48,12 +48,12 @@ def broadcast_object(
     obj: Any, root_rank: int = 0, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> Any:
     """root_rank's `obj` on every rank of the set."""
-    payload = _dumps(obj) if process_set.rank() == root_rank else torch.empty(0, dtype=torch.uint8)
+    payload = _dumps(obj) if mpi_ops.rank() == root_rank else torch.empty(0, dtype=torch.uint8)
     length = mpi_ops.broadcast_(torch.tensor([payload.numel()], dtype=torch.int64), root_rank, process_set=process_set)
-    if process_set.rank() != root_rank:
+    if mpi_ops.rank() != root_rank:
         payload = torch.empty(int(length.item()), dtype=torch.uint8)
     mpi_ops.broadcast_(payload, root_rank, process_set=process_set)
-    return obj if process_set.rank() == root_rank else _loads(payload)
+    return obj if mpi_ops.rank() == root_rank else _loads(payload)
 
 
 def allgather_object(obj: Any, name: str | None = None, process_set: ProcessSet = global_process_set) -> list[Any]:
@@ -68,9 +68,7 @@ def allgather_object(obj: Any, name: str | None = None, process_set: ProcessSet 
     return out
 
 
-def broadcast_parameters(
-    params: Any, root_rank: int, process_set: ProcessSet = global_process_set
-) -> None:
+def broadcast_parameters(params: Any, root_rank: int, process_set: ProcessSet = global_process_set) -> None:
     """Overwrite every rank's tensors with root_rank's, in place.
 
     `params` is a state_dict, ``model.named_parameters()`` or a list of
@@ -97,8 +95,21 @@ def broadcast_parameters(
 def broadcast_optimizer_state(
     optimizer: torch.optim.Optimizer, root_rank: int, process_set: ProcessSet = global_process_set
 ) -> None:
-    """Make every rank's optimizer state (hyper-parameters and buffers) root_rank's."""
+    """Make every rank's optimizer state (hyper-parameters and buffers) root_rank's.
+
+    An optimizer that has not stepped yet has no buffers to send: as Horovod
+    does, every rank first takes one step with zero gradients to create them.
+    """
+    if not optimizer.state_dict()["state"]:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p)
+        if isinstance(optimizer, torch.optim.LBFGS):
+            raise ValueError("broadcast_optimizer_state does not support LBFGS before its first step")
+        plain_step = getattr(optimizer, "_hvd_plain_step", None)
+        (plain_step or optimizer.step)()
     state = broadcast_object(optimizer.state_dict(), root_rank, process_set=process_set)
-    if process_set.rank() == root_rank:
+    if mpi_ops.rank() == root_rank:
         return
     optimizer.load_state_dict(state)

@@ -247,12 +247,15 @@ def _allreduce_work(
     process_set: ProcessSet,
     name: str | None,
     single: bool,
+    originals: Sequence[torch.Tensor] | None = None,
 ) -> int:
     set_id = _ps._id_of(process_set)
     key = (op, float(prescale_factor), float(postscale_factor), set_id)
+    results = list(originals) if originals is not None else None  # in place: the caller's own tensors
 
     def finish(outputs: list[Any]) -> Any:
-        return outputs[0] if single else list(outputs)
+        done = results if results is not None else outputs
+        return done[0] if single else list(done)
 
     return _submit(Work(what, set_id, fuse_key=key, ins=ins, outs=outs, finish=finish, name=name))
 
@@ -286,7 +289,7 @@ def allreduce_async_(
     """Start an in-place allreduce of `tensor`."""
     t = _contiguous(_cpu(tensor, "allreduce_"), "allreduce_")
     return _allreduce_work(
-        "allreduce", [t], [t], _op(average, op), prescale_factor, postscale_factor, process_set, name, True
+        "allreduce", [t], [t], _op(average, op), prescale_factor, postscale_factor, process_set, name, True, [tensor]
     )
 
 
@@ -361,7 +364,16 @@ def grouped_allreduce_async_(
 ) -> int:
     ins = [_contiguous(_cpu(t, "grouped_allreduce_"), "grouped_allreduce_") for t in tensors]
     return _allreduce_work(
-        "grouped_allreduce", ins, ins, _op(average, op), prescale_factor, postscale_factor, process_set, name, False
+        "grouped_allreduce",
+        ins,
+        ins,
+        _op(average, op),
+        prescale_factor,
+        postscale_factor,
+        process_set,
+        name,
+        False,
+        list(tensors),
     )
 
 
@@ -473,9 +485,7 @@ def grouped_allgather_async(
     tensors: Sequence[torch.Tensor], name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
     runs = [_allgather_run(_cpu(t, "grouped_allgather").contiguous()) for t in tensors]
-    return _submit(
-        Work("grouped_allgather", _ps._id_of(process_set), run=lambda: [r() for r in runs], name=name)
-    )
+    return _submit(Work("grouped_allgather", _ps._id_of(process_set), run=lambda: [r() for r in runs], name=name))
 
 
 class HorovodGroupedAllgather(torch.autograd.Function):
@@ -497,10 +507,24 @@ def grouped_allgather(
 
 
 # ------------------------------------------------------------ broadcast
-def _broadcast_work(t: torch.Tensor, root_rank: int, name: str | None, ps: ProcessSet) -> int:
+def _set_root(root_rank: int, ps: ProcessSet) -> int:
+    """Horovod names the root by its global rank; the set's communicator by its place in the set."""
+    if ps.process_set_id == 0:
+        return int(root_rank)
+    members = ps._members()
+    if int(root_rank) not in members:
+        raise ValueError(f"broadcast: root_rank {root_rank} is not a member of {ps!r}")
+    return members.index(int(root_rank))
+
+
+def _broadcast_work(
+    t: torch.Tensor, root_rank: int, name: str | None, ps: ProcessSet, result: torch.Tensor | None = None
+) -> int:
+    root = _set_root(root_rank, ps)
+
     def run() -> torch.Tensor:
-        _api._core.broadcast(t, int(root_rank))
-        return t
+        _api._core.broadcast(t, root)
+        return t if result is None else result
 
     return _submit(Work("broadcast", _ps._id_of(ps), run=run, name=name))
 
@@ -516,7 +540,8 @@ def broadcast_async_(
     tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
     """Start a broadcast into `tensor` itself."""
-    return _broadcast_work(_contiguous(_cpu(tensor, "broadcast_"), "broadcast_"), root_rank, name, process_set)
+    t = _contiguous(_cpu(tensor, "broadcast_"), "broadcast_")
+    return _broadcast_work(t, root_rank, name, process_set, result=tensor)
 
 
 class HorovodBroadcast(torch.autograd.Function):
@@ -528,7 +553,7 @@ class HorovodBroadcast(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:
         reduced = allreduce(grad, op=Average, process_set=ctx.ps)
-        if ctx.ps.rank() != ctx.root:
+        if _api.rank() != ctx.root:
             reduced = reduced * 0
         return reduced, None, None, None
 
@@ -751,4 +776,3 @@ def join(device: int = -1) -> int:
     arrived = torch.tensor([time.time()], dtype=torch.float64)
     times = synchronize(allgather_async(arrived, name=None))
     return int(torch.argmax(times).item())
-

@@ -248,6 +248,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         return super(self.__class__, self).step(closure)
 
+    def _hvd_plain_step(self) -> Any:
+        """The wrapped optimizer's step, without reducing gradients."""
+        return super(self.__class__, self).step()
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         if any(h is not None for h, _ in self._handles.values()):
             raise AssertionError(
@@ -270,7 +274,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).load_state_dict(state_dict)
 
 
-def DistributedOptimizer(  # noqa: N802 - Horovod's name
+def DistributedOptimizer(
     optimizer: torch.optim.Optimizer,
     named_parameters: Any = None,
     compression: Any = Compression.none,
