@@ -136,8 +136,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         grad = p.grad
         if grad.is_sparse:
             if not self.sparse_as_dense:
-                handle = mpi_ops.sparse_allreduce_async(grad, name=name, op=self.op, process_set=self.process_set)
-                return handle, None
+                sparse = mpi_ops.sparse_allreduce_async(grad, name=name, op=self.op, process_set=self.process_set)
+                return sparse, None
             grad = grad.to_dense()
             p.grad = grad
         compressed, ctx = self._compression.compress(grad)
@@ -285,7 +285,7 @@ def DistributedOptimizer(
     groups: Any = None,
     sparse_as_dense: bool = False,
     process_set: ProcessSet = global_process_set,
-) -> torch.optim.Optimizer:
+) -> Any:
     """Wrap `optimizer` so step() applies gradients averaged (op) across the set's ranks.
 
     The result is an instance of a subclass of the optimizer's own class
@@ -293,17 +293,18 @@ def DistributedOptimizer(
     """
     if num_groups and groups is None:
         groups = num_groups
-    cls = type(
+    cls: Any = type(
         optimizer.__class__.__name__,
         (optimizer.__class__,),
         {k: v for k, v in _DistributedOptimizer.__dict__.items() if k not in ("__dict__", "__weakref__")},
     )
-    wrapped = cls.__new__(cls)
+    wrapped: Any = cls.__new__(cls)
+    init: Any = optimizer.__class__.__init__
     try:  # every hyper-parameter rides in the param groups
-        optimizer.__class__.__init__(wrapped, optimizer.param_groups)
+        init(wrapped, optimizer.param_groups)
     except TypeError:  # an optimizer with a required argument
-        optimizer.__class__.__init__(wrapped, optimizer.param_groups, **optimizer.defaults)
-    wrapped._hvd_setup(  # type: ignore[attr-defined]
+        init(wrapped, optimizer.param_groups, **optimizer.defaults)
+    wrapped._hvd_setup(
         named_parameters,
         compression,
         backward_passes_per_step,
