@@ -167,6 +167,10 @@ def job_builds() -> list[dict[str, Any]]:
     return list(_job_builds)
 
 
+def _no_store(*args: Any) -> bytes:
+    raise RuntimeError("the MPI build creates process sets without the rendezvous store")
+
+
 def _connect_process_set(set_id: int, ranks: Sequence[int], seq: int) -> None:
     """Build process set `set_id`'s communicator on this rank (a member).
 
@@ -176,8 +180,8 @@ def _connect_process_set(set_id: int, ranks: Sequence[int], seq: int) -> None:
     """
     members = [int(r) for r in ranks]
     rv = _rendezvous
-    if rv is None:  # MPI
-        _core.add_process_set(set_id, members, None, None, "", timeout())
+    if rv is None:  # MPI: the group's communicator needs no store
+        _core.add_process_set(set_id, members, _no_store, _no_store, "", timeout())
         return
     tag = f"ps{seq}-" + "-".join(map(str, members)) + "/"
     if rv.local is not None:

@@ -85,6 +85,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._group_of: dict[torch.Tensor, tuple[torch.Tensor, ...]] = {}
         self._group_ready: dict[tuple[torch.Tensor, ...], int] = {}
         self._hooks: list[Any] = []
+        self._order: list[torch.Tensor] = []
+        self._position: dict[torch.Tensor, int] = {}
+        self._cursor = 0
+        self._ready: set[torch.Tensor] = set()
         if groups is not None and not (isinstance(groups, list) or (isinstance(groups, int) and groups > 0)):
             raise ValueError("groups should be a positive integer or a list of lists of torch.Tensor")
         if isinstance(groups, list):
@@ -120,6 +124,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._group_ready[key] = 0
                 for p in g:
                     self._group_of[p] = key
+        # Ranks may finish gradients in different orders (a branch taken on one
+        # rank only): allreduces start in one order everywhere, the reverse of
+        # registration (backward's usual order), as far as gradients are ready.
+        self._order = [p for p in reversed(trainable) if p not in self._group_of]
+        self._position = {p: i for i, p in enumerate(reversed(trainable))}
+        self._cursor = 0
+        self._ready = set()
         for p in trainable:
             self._requires_update.add(p)
             self._hooks.append(p.register_post_accumulate_grad_hook(self._hook))
@@ -186,7 +197,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             else:
                 self._handles[p] = (None, None)
             return
-        self._handles[p] = self._allreduce_grad_async(p)
+        self._handles[p] = (None, None)
+        self._ready.add(p)
+        while self._cursor < len(self._order) and self._order[self._cursor] in self._ready:
+            q = self._order[self._cursor]
+            self._handles[q] = self._allreduce_grad_async(q)
+            self._cursor += 1
 
     def synchronize(self) -> None:
         """Wait for every gradient's allreduce (starting the ones backward did not reach)."""
@@ -198,7 +214,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if handle is None:
                 continue
             done.update(key) if isinstance(key, tuple) else done.add(key)
-        for p in sorted(self._requires_update - done, key=lambda q: self._names.get(q, "")):
+        for p in sorted(self._requires_update - done, key=lambda q: self._position.get(q, 0)):
             group = self._group_of.get(p)
             if group is not None:
                 if group not in self._handles:
@@ -225,6 +241,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             else:
                 key.grad.copy_(self._compression.decompress(out, ctx[0]))
         self._handles.clear()
+        self._cursor = 0
+        self._ready = set()
         self._synchronized = True
 
     @contextmanager
