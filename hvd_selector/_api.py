@@ -376,6 +376,8 @@ def alltoall(tensor: Any, splits: Sequence[int] | None = None, name: str | None 
         split_list = [rows // n] * n
     else:
         split_list = [int(s) for s in (splits.tolist() if hasattr(splits, "tolist") else splits)]
+        if len(split_list) != n:
+            raise ValueError(f"alltoall: splits has {len(split_list)} entries but there are {n} ranks")
     recv = _core.alltoall_prepare(tensor, split_list)
     out = _empty(tensor, (sum(recv), *tuple(tensor.shape)[1:]))
     _core.alltoall(tensor, split_list, out, recv)

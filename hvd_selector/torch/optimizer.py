@@ -72,6 +72,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError("gradient_predivide_factor is only supported with op=Average")
         self._compression = compression
         self._names = {p: k for k, p in sorted(named, key=lambda kv: kv[0])}
+        self._parameter_names = self._names  # Horovod's attribute name
         self.backward_passes_per_step = backward_passes_per_step
         self._delay = {p: backward_passes_per_step for p in all_params}
         self.op = op
