@@ -39,8 +39,8 @@ def barrier() -> None: ...
 def add_process_set(
     set_id: int,
     ranks: Sequence[int],
-    set_fn: Callable[[str, bytes], None] | None,
-    get_fn: Callable[[str, int], bytes] | None,
+    set_fn: Callable[..., object] | None,
+    get_fn: Callable[..., bytes] | None,
     hostname: str,
     timeout_s: float,
 ) -> None: ...
