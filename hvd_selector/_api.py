@@ -11,6 +11,7 @@ import atexit
 import os
 import socket
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -76,7 +77,7 @@ def _data_address(job: jobenv.JobEnv, client: StoreClient) -> str:
 
 def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float) -> None:
     """Rendezvous through the store (rank 0 serves it when no launcher does), then connect Gloo."""
-    global _generation, _store_server, _job_builds
+    global _generation, _store_server, _job_builds, _rendezvous
     assert _facts is not None
     jobenv.require_address(job)
     _generation += 1
@@ -107,6 +108,7 @@ def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float) -> None:
             client.set("data-plane-nonce", os.urandom(16))
         nonce = client.get("data-plane-nonce", int(wait * 1000))
         _core.init_gloo(job.rank, job.size, job.local_rank, job.local_size, client.set, client.get, address, wait)
+        _rendezvous = _Rendezvous(job.host, job.port, secret, f"g{_generation}/", address)
     finally:
         client.close()
     strangers = prove_pairs(alltoall, secret, nonce, job.rank, job.size)
@@ -119,8 +121,24 @@ def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float) -> None:
         )
 
 
+@dataclass(frozen=True)
+class _Rendezvous:
+    """Where the Gloo ranks met, kept so process sets can meet there again."""
+
+    host: str
+    port: int
+    key: bytes
+    prefix: str
+    hostname: str
+    local: LocalStore | None = None
+
+
+_rendezvous: _Rendezvous | None = None
+
+
 def init() -> None:
     """Join the job: through the launcher's rendezvous, MPI, torchrun/Slurm's environment, or alone (size 1)."""
+    global _rendezvous
     if _core.initialized():
         return
     assert _facts is not None
@@ -132,11 +150,13 @@ def init() -> None:
         # A build without a gloo controller still reports to the store, so the job fails fast naming it.
         _join_gloo(job, jobenv.read_secret(os.environ, job.source), wait)
     elif "mpi" in controllers and (under_mpi or "gloo" not in controllers):
+        _rendezvous = None
         _core.init_mpi(wait)
     elif job is not None and job.size > 1 and "gloo" in controllers:
         _join_gloo(job, jobenv.read_secret(os.environ, job.source), wait)
     elif "gloo" in controllers:
         store = LocalStore()
+        _rendezvous = _Rendezvous("", 0, b"", "", "127.0.0.1", store)
         _core.init_gloo(0, 1, 0, 1, store.set, store.get, "127.0.0.1", wait)
     else:
         raise ValueError(f"no controller in this build can start here (controllers={','.join(controllers)})")
@@ -145,6 +165,41 @@ def init() -> None:
 def job_builds() -> list[dict[str, Any]]:
     """Every rank's build as exchanged at init() (empty for MPI and single-rank jobs)."""
     return list(_job_builds)
+
+
+def _no_store(*args: Any) -> bytes:
+    raise RuntimeError("the MPI build creates process sets without the rendezvous store")
+
+
+def _connect_process_set(set_id: int, ranks: Sequence[int], seq: int) -> None:
+    """Build process set `set_id`'s communicator on this rank (a member).
+
+    Gloo members meet again through the launcher's authenticated store under
+    a key prefix of their own (`seq` numbers the registrations, the same on
+    every rank); MPI members create a communicator of the group.
+    """
+    members = [int(r) for r in ranks]
+    rv = _rendezvous
+    if rv is None:  # MPI: the group's communicator needs no store
+        _core.add_process_set(set_id, members, _no_store, _no_store, "", timeout())
+        return
+    tag = f"ps{seq}-" + "-".join(map(str, members)) + "/"
+    if rv.local is not None:
+        local = rv.local
+        _core.add_process_set(
+            set_id,
+            members,
+            lambda k, v: local.set(tag + k, v),
+            lambda k, t: local.get(tag + k, t),
+            rv.hostname,
+            timeout(),
+        )
+        return
+    client = StoreClient(rv.host, rv.port, rv.key, timeout(), prefix=rv.prefix + tag)
+    try:
+        _core.add_process_set(set_id, members, client.set, client.get, rv.hostname, timeout())
+    finally:
+        client.close()
 
 
 def shutdown() -> None:
@@ -321,6 +376,8 @@ def alltoall(tensor: Any, splits: Sequence[int] | None = None, name: str | None 
         split_list = [rows // n] * n
     else:
         split_list = [int(s) for s in (splits.tolist() if hasattr(splits, "tolist") else splits)]
+        if len(split_list) != n:
+            raise ValueError(f"alltoall: splits has {len(split_list)} entries but there are {n} ranks")
     recv = _core.alltoall_prepare(tensor, split_list)
     out = _empty(tensor, (sum(recv), *tuple(tensor.shape)[1:]))
     _core.alltoall(tensor, split_list, out, recv)

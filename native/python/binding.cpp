@@ -75,15 +75,22 @@ hvd_dtype to_dtype(nb::dlpack::dtype dt, const char* what) {
     } else if (dt.code == static_cast<uint8_t>(code::Bfloat) && dt.bits == 16) {
       return HVD_BFLOAT16;
     } else if (dt.code == static_cast<uint8_t>(code::Int)) {
+      if (dt.bits == 8) return HVD_INT8;
+      if (dt.bits == 16) return HVD_INT16;
       if (dt.bits == 32) return HVD_INT32;
       if (dt.bits == 64) return HVD_INT64;
+    } else if (dt.code == static_cast<uint8_t>(code::UInt) && dt.bits == 8) {
+      return HVD_UINT8;
+    } else if (dt.code == static_cast<uint8_t>(code::Bool) && dt.bits == 8) {
+      return HVD_BOOL;
     }
   }
   static const char* names[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
   std::string name = dt.code < 7 ? names[dt.code] : "code" + std::to_string(dt.code);
-  throw nb::type_error((std::string(what) + ": unsupported dtype " + name + std::to_string(dt.bits) +
-                        "; supported: float16, bfloat16, float32, float64, int32, int64")
-                           .c_str());
+  throw nb::type_error(
+      (std::string(what) + ": unsupported dtype " + name + std::to_string(dt.bits) +
+       "; supported: float16, bfloat16, float32, float64, int32, int64, uint8, int8, int16, bool")
+          .c_str());
 }
 
 template <typename A>
@@ -232,7 +239,8 @@ NB_MODULE(_core, m) {
   });
   m.def("alltoall_prepare", [](const Array& in, const std::vector<int64_t>& splits) {
     hvd_tensor t = to_tensor(in, "alltoall");
-    if (static_cast<int>(splits.size()) != hvd_size())
+    // The caller checks splits against the size of the process set in use.
+    if (hvd_size() > 0 && static_cast<int>(splits.size()) > hvd_size())
       throw nb::value_error(("alltoall: splits has " + std::to_string(splits.size()) +
                              " entries but there are " + std::to_string(hvd_size()) + " ranks")
                                 .c_str());
@@ -246,6 +254,22 @@ NB_MODULE(_core, m) {
     call([&] { return hvd_alltoall(&ti, splits.data(), &to, recv.data()); });
   });
   m.def("barrier", [] { call([] { return hvd_barrier(); }); });
+  m.def("add_process_set", [](int id, const std::vector<int>& ranks, nb::object set_fn, nb::object get_fn,
+                              const std::string& hostname, double timeout_s) {
+    if (set_fn.is_none()) {  // MPI: no store needed
+      call([&] {
+        return hvd_add_process_set(id, ranks.data(), ranks.size(), nullptr, hostname.c_str(), timeout_s);
+      });
+      return;
+    }
+    PyStore store{nb::borrow<nb::callable>(set_fn), nb::borrow<nb::callable>(get_fn)};
+    hvd_store st{&store, store_set, store_get};
+    call([&] {
+      return hvd_add_process_set(id, ranks.data(), ranks.size(), &st, hostname.c_str(), timeout_s);
+    });
+  });
+  m.def("remove_process_set", [](int id) { call([&] { return hvd_remove_process_set(id); }); });
+  m.def("use_process_set", [](int id) { raise_status(hvd_use_process_set(id)); });
   m.def("fusion_threshold", &hvd_fusion_threshold);
   m.def("set_fusion_threshold", &hvd_set_fusion_threshold);
   m.def("build_string", [] { return std::string(hvd_build_string()); });

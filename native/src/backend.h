@@ -44,6 +44,12 @@ class Backend {
   // the payload (shared memory) instead of a fixed kInlineBytes (network).
   virtual size_t inline_limit() const;
   virtual bool sized_slots() const { return false; }
+
+  // A communicator of the global `ranks` (called by those members only):
+  // process set `id`, connected through `store` where the transport needs it
+  // (the default: HVD_ERR_UNAVAILABLE naming the transport).
+  virtual std::unique_ptr<Backend> subset(int id, const std::vector<int>& ranks, const hvd_store* store,
+                                          const std::string& hostname, double timeout_s);
 };
 
 std::unique_ptr<Backend> make_gloo_backend(int rank, int size, int local_rank, int local_size,

@@ -4,6 +4,10 @@ namespace hvd {
 
 size_t dtype_size(hvd_dtype dtype) {
   switch (dtype) {
+    case HVD_UINT8:
+    case HVD_INT8:
+    case HVD_BOOL: return 1;
+    case HVD_INT16:
     case HVD_FLOAT16:
     case HVD_BFLOAT16: return 2;
     case HVD_FLOAT32:
@@ -22,6 +26,10 @@ const char* dtype_name(hvd_dtype dtype) {
     case HVD_FLOAT64: return "float64";
     case HVD_INT32: return "int32";
     case HVD_INT64: return "int64";
+    case HVD_UINT8: return "uint8";
+    case HVD_INT8: return "int8";
+    case HVD_INT16: return "int16";
+    case HVD_BOOL: return "bool";
   }
   return "unknown";
 }
@@ -37,7 +45,7 @@ const char* op_name(hvd_op op) {
   return "unknown";
 }
 
-bool valid_dtype(int dtype) { return dtype >= HVD_FLOAT16 && dtype <= HVD_INT64; }
+bool valid_dtype(int dtype) { return dtype >= HVD_FLOAT16 && dtype <= HVD_BOOL; }
 bool valid_op(int op) { return op >= HVD_SUM && op <= HVD_PRODUCT; }
 
 int64_t num_elements(const hvd_tensor& t) {

@@ -68,15 +68,26 @@ bool same(const Descriptor& a, const Descriptor& b, bool vary_first_dim) {
 
 }  // namespace
 
-Backend& backend() {
+Backend& global_backend() {
   if (!g_backend)
     throw Error(HVD_ERR_NOT_INITIALIZED, "hvd_selector is not initialised: call hvd_selector.init() first");
   return *g_backend;
 }
 
+Backend& backend() {
+  Backend& global = global_backend();
+  int id = current_process_set();
+  return id ? process_set_backend(id) : global;
+}
+
 void set_last_error(const std::string& message) { g_last_error = message; }
 
 size_t Backend::inline_limit() const { return kInlineBytes; }
+
+std::unique_ptr<Backend> Backend::subset(int, const std::vector<int>&, const hvd_store*, const std::string&,
+                                         double) {
+  throw Error(HVD_ERR_UNAVAILABLE, "process sets are not supported over the " + transport() + " transport");
+}
 
 Descriptor describe(Kind kind, const hvd_tensor* t, int op, int root) {
   Descriptor d;
@@ -137,8 +148,10 @@ void check_agreement_impl(const std::vector<Descriptor>& all, bool vary_first_di
 void check_tensor(const hvd_tensor* t, const char* what) {
   if (!t) throw Error(HVD_ERR_INVALID, std::string(what) + ": tensor is NULL");
   if (!valid_dtype(t->dtype))
-    throw Error(HVD_ERR_INVALID, std::string(what) + ": unsupported dtype code " + std::to_string(t->dtype) +
-                                     "; supported: float16, bfloat16, float32, float64, int32, int64");
+    throw Error(
+        HVD_ERR_INVALID,
+        std::string(what) + ": unsupported dtype code " + std::to_string(t->dtype) +
+            "; supported: float16, bfloat16, float32, float64, int32, int64, uint8, int8, int16, bool");
   if (t->ndim < 0 || t->ndim > HVD_MAX_DIMS)
     throw Error(HVD_ERR_INVALID, std::string(what) + ": at most " + std::to_string(HVD_MAX_DIMS) +
                                      " dimensions are supported, got " + std::to_string(t->ndim));
@@ -191,6 +204,7 @@ hvd_status hvd_init_mpi(double timeout_s) {
 hvd_status hvd_finalize(void) {
   return wrap([&] {
     gpu::shutdown();
+    clear_process_sets();  // sub-communicators go before the global one
     g_backend.reset();
   });
 }

@@ -180,6 +180,19 @@ class GlooBackend : public Backend {
     });
   }
 
+  // A fresh full mesh of the members, rendezvoused through `store` (the
+  // caller gives it a key prefix of its own).
+  std::unique_ptr<Backend> subset(int, const std::vector<int>& ranks, const hvd_store* store,
+                                  const std::string& hostname, double timeout_s) override {
+    if (!store) throw Error(HVD_ERR_INVALID, "add_process_set: the gloo build needs the rendezvous store");
+    int mine = -1;
+    for (size_t i = 0; i < ranks.size(); ++i)
+      if (ranks[i] == rank_) mine = static_cast<int>(i);
+    if (mine < 0) throw Error(HVD_ERR_INVALID, "add_process_set: this rank is not a member");
+    int n = static_cast<int>(ranks.size());
+    return std::make_unique<GlooBackend>(mine, n, mine, n, *store, hostname, timeout_s);
+  }
+
   void barrier() override {
     guarded("barrier", [&] {
       gloo::BarrierOptions opts(context_);

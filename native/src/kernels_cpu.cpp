@@ -119,6 +119,12 @@ void reduce_typed(hvd_op op, T* dst, const T* a, const T* b, size_t n) {  // dst
   }
 }
 
+// bool: Sum/Average/Max are logical or, Min/Product logical and.
+void reduce_bool(hvd_op op, uint8_t* dst, const uint8_t* a, const uint8_t* b, size_t n) {
+  bool any = op == HVD_SUM || op == HVD_AVERAGE || op == HVD_MAX;
+  for (size_t i = 0; i < n; ++i) dst[i] = any ? (a[i] | b[i]) != 0 : (a[i] & b[i]) != 0;
+}
+
 using ToFloat = void (*)(const uint16_t*, float*, size_t);
 using FromFloat = void (*)(const float*, uint16_t*, size_t);
 
@@ -177,6 +183,18 @@ void reduce(hvd_dtype dtype, hvd_op op, void* dst, const void* a, const void* b,
     case HVD_INT64:
       return reduce_typed(op, static_cast<int64_t*>(dst), static_cast<const int64_t*>(a),
                           static_cast<const int64_t*>(b), n);
+    case HVD_UINT8:
+      return reduce_typed(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(a),
+                          static_cast<const uint8_t*>(b), n);
+    case HVD_INT8:
+      return reduce_typed(op, static_cast<int8_t*>(dst), static_cast<const int8_t*>(a),
+                          static_cast<const int8_t*>(b), n);
+    case HVD_INT16:
+      return reduce_typed(op, static_cast<int16_t*>(dst), static_cast<const int16_t*>(a),
+                          static_cast<const int16_t*>(b), n);
+    case HVD_BOOL:
+      return reduce_bool(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(a),
+                         static_cast<const uint8_t*>(b), n);
   }
   throw Error(HVD_ERR_INVALID, "unsupported dtype for reduction");
 }
@@ -196,6 +214,12 @@ void scale(hvd_dtype dtype, void* dst, const void* src, size_t n, double factor)
       return scale_float(static_cast<double*>(dst), static_cast<const double*>(src), n, factor);
     case HVD_INT32: return scale_int(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n, factor);
     case HVD_INT64: return scale_int(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n, factor);
+    case HVD_UINT8: return scale_int(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n, factor);
+    case HVD_INT8: return scale_int(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), n, factor);
+    case HVD_INT16: return scale_int(static_cast<int16_t*>(dst), static_cast<const int16_t*>(src), n, factor);
+    case HVD_BOOL:
+      if (dst != src) std::memcpy(dst, src, n);
+      return;
   }
   throw Error(HVD_ERR_INVALID, "unsupported dtype for scaling");
 }

@@ -46,6 +46,10 @@ MPI_Datatype mpi_type(hvd_dtype dtype) {
     case HVD_FLOAT64: return MPI_DOUBLE;
     case HVD_INT32: return MPI_INT32_T;
     case HVD_INT64: return MPI_INT64_T;
+    case HVD_UINT8:
+    case HVD_BOOL: return MPI_UINT8_T;
+    case HVD_INT8: return MPI_INT8_T;
+    case HVD_INT16: return MPI_INT16_T;
   }
   throw Error(HVD_ERR_INVALID, "unsupported dtype");
 }
@@ -60,6 +64,9 @@ MPI_Op builtin_op(hvd_op op) {
   }
   throw Error(HVD_ERR_INVALID, "unsupported op");
 }
+
+// bool holds 0/1 bytes: or is MAX, and is MIN.
+MPI_Op bool_op(hvd_op op) { return op == HVD_MIN || op == HVD_PRODUCT ? MPI_MIN : MPI_MAX; }
 
 int to_int(size_t n, const char* what) {
   if (n > static_cast<size_t>(INT_MAX))
@@ -90,6 +97,13 @@ class MpiBackend : public Backend {
       owns_mpi_ = true;
     }
     check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    setup();
+  }
+
+  // A process set's communicator (already created; this object frees it).
+  explicit MpiBackend(MPI_Comm comm) : comm_(comm) { setup(); }
+
+  void setup() {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -128,7 +142,10 @@ class MpiBackend : public Backend {
   }
 
   void allreduce(const void* in, void* buf, size_t count, hvd_dtype dtype, hvd_op op) override {
-    MPI_Op mop = dtype == HVD_FLOAT16 ? f16_ops_[op] : dtype == HVD_BFLOAT16 ? bf16_ops_[op] : builtin_op(op);
+    MPI_Op mop = dtype == HVD_FLOAT16    ? f16_ops_[op]
+                 : dtype == HVD_BFLOAT16 ? bf16_ops_[op]
+                 : dtype == HVD_BOOL     ? bool_op(op)
+                                         : builtin_op(op);
     char* p = static_cast<char*>(buf);
     const size_t chunk = static_cast<size_t>(1) << 30;
     for (size_t done = 0; done < count; done += chunk) {
@@ -164,6 +181,20 @@ class MpiBackend : public Backend {
   }
 
   void barrier() override { check(MPI_Barrier(comm_), "barrier"); }
+
+  // Collective over the members only (MPI_Comm_create_group), tagged by id.
+  std::unique_ptr<Backend> subset(int id, const std::vector<int>& ranks, const hvd_store*, const std::string&,
+                                  double) override {
+    MPI_Group world = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+    check(MPI_Comm_group(comm_, &world), "add_process_set");
+    check(MPI_Group_incl(world, static_cast<int>(ranks.size()), ranks.data(), &group), "add_process_set");
+    MPI_Comm sub = MPI_COMM_NULL;
+    int rc = MPI_Comm_create_group(comm_, group, id, &sub);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    check(rc, "add_process_set");
+    return std::make_unique<MpiBackend>(sub);
+  }
 
  private:
   bool owns_mpi_ = false;

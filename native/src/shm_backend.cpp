@@ -244,6 +244,12 @@ class ShmBackend : public Backend {
 
   // On one host a small allreduce rides whole in the agreement round: one
   // exchange through the segment, then every rank reduces in rank order.
+  // Process sets travel over the network transport underneath.
+  std::unique_ptr<Backend> subset(int id, const std::vector<int>& ranks, const hvd_store* store,
+                                  const std::string& hostname, double timeout_s) override {
+    return inner_->subset(id, ranks, store, hostname, timeout_s);
+  }
+
   size_t inline_limit() const override {
     return single_host() ? std::min({kSmall, (size_t{256} << 10) / local_size_, slot_bytes_ - 4096})
                          : Backend::inline_limit();

@@ -11,8 +11,16 @@
 
 namespace hvd {
 
-// The initialised backend; throws HVD_ERR_NOT_INITIALIZED otherwise.
+// The backend of the calling thread's process set (the global one unless
+// hvd_use_process_set chose another); throws HVD_ERR_NOT_INITIALIZED.
 Backend& backend();
+// The global communicator, whatever set the thread uses.
+Backend& global_backend();
+
+// process_sets.cpp
+int current_process_set();
+Backend& process_set_backend(int id);
+void clear_process_sets();
 
 void set_last_error(const std::string& message);
 

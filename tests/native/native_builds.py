@@ -130,8 +130,10 @@ def build_variant(name: str, defines: dict[str, str]) -> Build:
                         f"building {name} failed: {' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
                     )
             (root / "done").write_text("ok\n")
-        for py in (REPO / "hvd_selector").glob("*.py"):
-            shutil.copy2(py, stage / "hvd_selector" / py.name)
+        for py in (REPO / "hvd_selector").rglob("*.py"):
+            target = stage / "hvd_selector" / py.relative_to(REPO / "hvd_selector")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(py, target)
     return Build(name, stage)
 
 

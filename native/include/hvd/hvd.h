@@ -40,7 +40,11 @@ typedef enum {
   HVD_FLOAT32 = 2,
   HVD_FLOAT64 = 3,
   HVD_INT32 = 4,
-  HVD_INT64 = 5
+  HVD_INT64 = 5,
+  HVD_UINT8 = 6,
+  HVD_INT8 = 7,
+  HVD_INT16 = 8,
+  HVD_BOOL = 9 /* one byte, 0 or 1; Sum/Max reduce as logical or, Min/Product as and */
 } hvd_dtype;
 
 /* Same numbering as hvd_plugin_op. AVERAGE = SUM then postscale 1/size. */
@@ -112,6 +116,17 @@ hvd_status hvd_alltoall(const hvd_tensor* in, const int64_t* splits, hvd_tensor*
                         const int64_t* recv_splits);
 
 hvd_status hvd_barrier(void);
+
+/* Process sets (Horovod's process_set=): a sub-communicator of the ranks
+ * `ranks` (global ranks, ascending). Every member calls add with the same id
+ * and ranks (non-members do not call it); the Gloo build connects the
+ * members through `store` (ignored by MPI). Id 0 is the global set. */
+hvd_status hvd_add_process_set(int id, const int* ranks, size_t n, const hvd_store* store,
+                               const char* hostname, double timeout_s);
+hvd_status hvd_remove_process_set(int id);
+/* Collectives called from this thread go to process set `id` (0: global)
+ * until the next call; the GPU path serves the global set only. */
+hvd_status hvd_use_process_set(int id);
 
 /* Build facts: "tensor_ops=gloo controllers=gloo target=x86_64_v3 ..." and
  * library versions ("gloo=0.5.0 mpi=MPICH 4.0.2"). Static storage. */

@@ -1,0 +1,778 @@
+"""Horovod's ``horovod.torch.mpi_ops`` over hvd-selector's native core.
+
+Every collective is a Work item for the background engine (_engine.py);
+the synchronous forms enqueue and wait. The differentiable forms are
+autograd Functions whose backward passes are collectives themselves, as in
+Horovod (allreduce -> allreduce, allgather -> averaged slice, broadcast ->
+averaged gradient kept on the root, alltoall -> alltoall back,
+reducescatter -> allgather).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import _api
+from .._api import HorovodInternalError  # noqa: F401 - Horovod exports it from here
+from . import process_sets as _ps
+from ._engine import Engine, Work
+from .compression import Compression
+from .process_sets import ProcessSet, global_process_set
+
+Sum = _api.Sum
+Average = _api.Average
+Min = _api.Min
+Max = _api.Max
+Product = _api.Product
+Adasum = 5  # Horovod's value; not implemented here (raises NotImplementedError)
+
+_engine: Engine | None = None
+_engine_lock = threading.Lock()
+_handles: dict[int, Work | Callable[[], Any]] = {}
+_pending_names: dict[str, Work] = {}
+_handle_ids = itertools.count(1)
+
+
+# ------------------------------------------------------------ lifecycle
+def init(*args: Any, process_sets: Sequence[ProcessSet] | None = None, **kwargs: Any) -> None:
+    """Join the job (see hvd_selector.init) and start the background engine.
+
+    ``process_sets``: sets to register right away, as Horovod's init() takes.
+    """
+    global _engine
+    with _engine_lock:
+        if _api.is_initialized() and _engine is not None:
+            return
+        _api.init()
+        _ps._reset()
+        global_process_set.process_set_id = 0
+        _engine = Engine(_api.fusion_threshold)
+    for ps in process_sets or ():
+        _ps.add_process_set(ps)
+
+
+def shutdown() -> None:
+    """Drain the engine and leave the job; init() may be called again afterwards."""
+    global _engine
+    with _engine_lock:
+        engine, _engine = _engine, None
+    if engine is not None:
+        engine.stop()
+    _pending_names.clear()
+    _ps._reset()
+    _api.shutdown()
+
+
+def is_initialized() -> bool:
+    return _api.is_initialized()
+
+
+def _the_engine() -> Engine:
+    if _engine is None or not _api.is_initialized():
+        raise ValueError("hvd_selector.torch is not initialised; call hvd_selector.torch.init() first")
+    return _engine
+
+
+def rank() -> int:
+    return _api.rank()
+
+
+def size() -> int:
+    return _api.size()
+
+
+def local_rank() -> int:
+    return _api.local_rank()
+
+
+def local_size() -> int:
+    return _api.local_size()
+
+
+def cross_rank() -> int:
+    """Index of this rank's host (ranks are placed host by host, local_size each)."""
+    return _api.rank() // max(_api.local_size(), 1)
+
+
+def cross_size() -> int:
+    return max(_api.size() // max(_api.local_size(), 1), 1)
+
+
+def mpi_threads_supported() -> bool:
+    return mpi_enabled()
+
+
+def _controllers() -> tuple[str, ...]:
+    assert _api._facts is not None
+    return _api._facts.controllers
+
+
+def mpi_built() -> bool:
+    return "mpi" in _controllers()
+
+
+def gloo_built() -> bool:
+    return "gloo" in _controllers()
+
+
+def mpi_enabled() -> bool:
+    """True when this process's communicator is MPI (not only built with it)."""
+    return _api.is_initialized() and _api._rendezvous is None
+
+
+def gloo_enabled() -> bool:
+    return _api.is_initialized() and _api._rendezvous is not None
+
+
+def nccl_built() -> bool:
+    assert _api._facts is not None
+    return _api._facts.tensor_ops == "nccl"
+
+
+def cuda_built() -> bool:
+    assert _api._facts is not None
+    return bool(_api._facts.cuda_archs)
+
+
+def rocm_built() -> bool:
+    return False
+
+
+def ddl_built() -> bool:
+    return False
+
+
+def ccl_built() -> bool:
+    return False
+
+
+def start_timeline(file_path: str, mark_cycles: bool = False) -> None:
+    raise NotImplementedError("hvd_selector.torch has no timeline (Horovod's HOROVOD_TIMELINE)")
+
+
+def stop_timeline() -> None:
+    raise NotImplementedError("hvd_selector.torch has no timeline (Horovod's HOROVOD_TIMELINE)")
+
+
+# ------------------------------------------------------------ helpers
+def _op(average: bool | None, op: int | None) -> int:
+    """Horovod's rule for the deprecated ``average=`` next to ``op=``."""
+    if op is not None and average is not None:
+        raise ValueError("average= and op= cannot both be given (average= is deprecated; use op=)")
+    if op is None:
+        op = Average if average is None or average else Sum
+    if op == Adasum:
+        raise NotImplementedError("Adasum is not supported by hvd_selector.torch")
+    return _api._check_op(op)
+
+
+def _cpu(tensor: Any, what: str) -> torch.Tensor:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{what}: expected a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.is_sparse:
+        raise ValueError(f"{what}: sparse tensors are reduced with sparse_allreduce_async")
+    _api._gpu_guard(tensor)
+    return tensor.detach()
+
+
+def _contiguous(tensor: torch.Tensor, what: str) -> torch.Tensor:
+    if not tensor.is_contiguous():
+        raise ValueError(f"{what}: tensor is required to be contiguous (call .contiguous())")
+    return tensor
+
+
+def _submit(work: Work) -> int:
+    engine = _the_engine()
+    if work.name is not None:
+        other = _pending_names.get(work.name)
+        if other is not None and not other.done.is_set():
+            raise ValueError(
+                f"{work.what}: a collective named {work.name!r} is still in flight; names must be unique "
+                "until synchronize()"
+            )
+        _pending_names[work.name] = work
+    engine.submit(work)
+    handle = next(_handle_ids)
+    _handles[handle] = work
+    return handle
+
+
+def _engine_call(what: str, run: Callable[[], Any], process_set: ProcessSet = global_process_set) -> Any:
+    """Run `run` on the engine thread, in order with the queued collectives."""
+    return synchronize(_submit(Work(what, _ps._id_of(process_set), run=run)))
+
+
+def poll(handle: int) -> bool:
+    """True when the collective behind `handle` has finished (synchronize() won't block)."""
+    work = _handles.get(handle)
+    if work is None:
+        raise ValueError(f"poll: unknown handle {handle!r}")
+    return True if callable(work) and not isinstance(work, Work) else work.done.is_set()
+
+
+def synchronize(handle: int) -> Any:
+    """Wait for the collective behind `handle` and return its result (or raise its error)."""
+    work = _handles.pop(handle, None)
+    if work is None:
+        raise ValueError(f"synchronize: unknown handle {handle!r}")
+    if not isinstance(work, Work):
+        return work()
+    engine = _engine
+    if engine is not None:
+        engine.wait(work)
+    else:
+        work.done.wait()
+    if work.name is not None and _pending_names.get(work.name) is work:
+        del _pending_names[work.name]
+    if work.error is not None:
+        raise work.error
+    return work.result
+
+
+# ------------------------------------------------------------ allreduce
+def _allreduce_work(
+    what: str,
+    ins: list[torch.Tensor],
+    outs: list[torch.Tensor],
+    op: int,
+    prescale_factor: float,
+    postscale_factor: float,
+    process_set: ProcessSet,
+    name: str | None,
+    single: bool,
+    originals: Sequence[torch.Tensor] | None = None,
+) -> int:
+    set_id = _ps._id_of(process_set)
+    key = (op, float(prescale_factor), float(postscale_factor), set_id)
+    results = list(originals) if originals is not None else None  # in place: the caller's own tensors
+
+    def finish(outputs: list[Any]) -> Any:
+        done = results if results is not None else outputs
+        return done[0] if single else list(done)
+
+    return _submit(Work(what, set_id, fuse_key=key, ins=ins, outs=outs, finish=finish, name=name))
+
+
+def allreduce_async(
+    tensor: torch.Tensor,
+    average: bool | None = None,
+    name: str | None = None,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> int:
+    """Start an allreduce; the input is untouched, synchronize() returns a new tensor."""
+    t = _cpu(tensor, "allreduce").contiguous()
+    out = torch.empty_like(t, memory_format=torch.contiguous_format)
+    return _allreduce_work(
+        "allreduce", [t], [out], _op(average, op), prescale_factor, postscale_factor, process_set, name, True
+    )
+
+
+def allreduce_async_(
+    tensor: torch.Tensor,
+    average: bool | None = None,
+    name: str | None = None,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> int:
+    """Start an in-place allreduce of `tensor`."""
+    t = _contiguous(_cpu(tensor, "allreduce_"), "allreduce_")
+    return _allreduce_work(
+        "allreduce", [t], [t], _op(average, op), prescale_factor, postscale_factor, process_set, name, True, [tensor]
+    )
+
+
+class HorovodAllreduce(torch.autograd.Function):
+    """allreduce whose gradient is the same allreduce of the incoming gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, op: int, pre: float, post: float, ps: ProcessSet, name: Any) -> Any:
+        ctx.args = (op, pre, post, ps)
+        return synchronize(allreduce_async(tensor, None, name, op, pre, post, ps))
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        op, pre, post, ps = ctx.args
+        return allreduce(grad, op=op, prescale_factor=pre, postscale_factor=post, process_set=ps), *[None] * 5
+
+
+def allreduce(
+    tensor: torch.Tensor,
+    average: bool | None = None,
+    name: str | None = None,
+    compression: Any = Compression.none,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> torch.Tensor:
+    """Reduce `tensor` across the set's ranks (differentiable); the input is untouched."""
+    the_op = _op(average, op)
+    compressed, cctx = compression.compress(tensor)
+    out = HorovodAllreduce.apply(compressed, the_op, prescale_factor, postscale_factor, process_set, name)
+    return compression.decompress(out, cctx)
+
+
+def allreduce_(
+    tensor: torch.Tensor,
+    average: bool | None = None,
+    name: str | None = None,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> torch.Tensor:
+    """In-place allreduce; returns `tensor`."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, process_set))
+
+
+def grouped_allreduce_async(
+    tensors: Sequence[torch.Tensor],
+    average: bool | None = None,
+    name: str | None = None,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> int:
+    ins = [_cpu(t, "grouped_allreduce").contiguous() for t in tensors]
+    outs = [torch.empty_like(t) for t in ins]
+    return _allreduce_work(
+        "grouped_allreduce", ins, outs, _op(average, op), prescale_factor, postscale_factor, process_set, name, False
+    )
+
+
+def grouped_allreduce_async_(
+    tensors: Sequence[torch.Tensor],
+    average: bool | None = None,
+    name: str | None = None,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> int:
+    ins = [_contiguous(_cpu(t, "grouped_allreduce_"), "grouped_allreduce_") for t in tensors]
+    return _allreduce_work(
+        "grouped_allreduce",
+        ins,
+        ins,
+        _op(average, op),
+        prescale_factor,
+        postscale_factor,
+        process_set,
+        name,
+        False,
+        list(tensors),
+    )
+
+
+class HorovodGroupedAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, op: int, pre: float, post: float, ps: ProcessSet, name: Any, *tensors: torch.Tensor) -> Any:
+        ctx.args = (op, pre, post, ps)
+        return tuple(synchronize(grouped_allreduce_async(list(tensors), None, name, op, pre, post, ps)))
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+        op, pre, post, ps = ctx.args
+        out = grouped_allreduce(list(grads), op=op, prescale_factor=pre, postscale_factor=post, process_set=ps)
+        return None, None, None, None, None, *out
+
+
+def grouped_allreduce(
+    tensors: Sequence[torch.Tensor],
+    average: bool | None = None,
+    name: str | None = None,
+    compression: Any = Compression.none,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> list[torch.Tensor]:
+    the_op = _op(average, op)
+    pairs = [compression.compress(t) for t in tensors]
+    outs = HorovodGroupedAllreduce.apply(
+        the_op, prescale_factor, postscale_factor, process_set, name, *[p[0] for p in pairs]
+    )
+    return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs, strict=True)]
+
+
+def grouped_allreduce_(
+    tensors: Sequence[torch.Tensor],
+    average: bool | None = None,
+    name: str | None = None,
+    op: int | None = None,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+    process_set: ProcessSet = global_process_set,
+) -> list[torch.Tensor]:
+    return synchronize(
+        grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor, process_set)
+    )
+
+
+def sparse_allreduce_async(
+    tensor: torch.Tensor, name: str | None, op: int, process_set: ProcessSet = global_process_set
+) -> Callable[[], torch.Tensor]:
+    """Allgather a sparse tensor's indices and values; the handle coalesces (sums) them."""
+    t = tensor.detach().coalesce()
+    values = allgather_async(t._values().contiguous(), process_set=process_set)
+    indices = allgather_async(t._indices().t().contiguous(), process_set=process_set)
+    n = process_set.size()
+
+    def handle() -> torch.Tensor:
+        vals, idx = synchronize(values), synchronize(indices)
+        if op == Average:
+            vals = vals / n
+        return torch.sparse_coo_tensor(idx.t(), vals, size=t.shape).coalesce()
+
+    return handle
+
+
+# ------------------------------------------------------------ allgather
+def _allgather_run(t: torch.Tensor) -> Callable[[], torch.Tensor]:
+    def run() -> torch.Tensor:
+        if t.dim() == 0:
+            raise ValueError("allgather: needs at least one dimension (got a scalar)")
+        dims = _api._core.allgather_prepare(t)
+        out = t.new_empty((sum(dims), *t.shape[1:]))
+        _api._core.allgather(t, out, dims)
+        return out
+
+    return run
+
+
+def allgather_async(tensor: torch.Tensor, name: str | None = None, process_set: ProcessSet = global_process_set) -> int:
+    t = _cpu(tensor, "allgather").contiguous()
+    return _submit(Work("allgather", _ps._id_of(process_set), run=_allgather_run(t), name=name))
+
+
+def _narrow_for_rank(grad: torch.Tensor, dim: int, ps: ProcessSet) -> torch.Tensor:
+    dims = allgather(torch.tensor([dim], dtype=torch.int64), process_set=ps)
+    offset = int(dims[: ps.rank()].sum().item())
+    return grad.narrow(0, offset, dim)
+
+
+class HorovodAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, name: Any, ps: ProcessSet) -> Any:
+        ctx.dim, ctx.ps = int(tensor.shape[0]) if tensor.dim() else 0, ps
+        return synchronize(allgather_async(tensor, name, ps))
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        reduced = allreduce(grad, op=Average, process_set=ctx.ps)
+        return _narrow_for_rank(reduced, ctx.dim, ctx.ps), None, None
+
+
+def allgather(tensor: torch.Tensor, name: str | None = None, process_set: ProcessSet = global_process_set) -> Any:
+    """Concatenate every rank's tensor along dim 0 (differentiable)."""
+    return HorovodAllgather.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(
+    tensors: Sequence[torch.Tensor], name: str | None = None, process_set: ProcessSet = global_process_set
+) -> int:
+    runs = [_allgather_run(_cpu(t, "grouped_allgather").contiguous()) for t in tensors]
+    return _submit(Work("grouped_allgather", _ps._id_of(process_set), run=lambda: [r() for r in runs], name=name))
+
+
+class HorovodGroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, name: Any, ps: ProcessSet, *tensors: torch.Tensor) -> Any:
+        ctx.dims, ctx.ps = [int(t.shape[0]) if t.dim() else 0 for t in tensors], ps
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name, ps)))
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+        reduced = grouped_allreduce(list(grads), op=Average, process_set=ctx.ps)
+        return None, None, *[_narrow_for_rank(g, d, ctx.ps) for g, d in zip(reduced, ctx.dims, strict=True)]
+
+
+def grouped_allgather(
+    tensors: Sequence[torch.Tensor], name: str | None = None, process_set: ProcessSet = global_process_set
+) -> list[torch.Tensor]:
+    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
+
+
+# ------------------------------------------------------------ broadcast
+def _set_root(root_rank: int, ps: ProcessSet) -> int:
+    """Horovod names the root by its global rank; the set's communicator by its place in the set."""
+    if ps.process_set_id == 0:
+        return int(root_rank)
+    members = ps._members()
+    if int(root_rank) not in members:
+        raise ValueError(f"broadcast: root_rank {root_rank} is not a member of {ps!r}")
+    return members.index(int(root_rank))
+
+
+def _broadcast_work(
+    t: torch.Tensor, root_rank: int, name: str | None, ps: ProcessSet, result: torch.Tensor | None = None
+) -> int:
+    root = _set_root(root_rank, ps)
+
+    def run() -> torch.Tensor:
+        _api._core.broadcast(t, root)
+        return t if result is None else result
+
+    return _submit(Work("broadcast", _ps._id_of(ps), run=run, name=name))
+
+
+def broadcast_async(
+    tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> int:
+    """Start a broadcast into a new tensor (the input is untouched)."""
+    return _broadcast_work(_cpu(tensor, "broadcast").clone(), root_rank, name, process_set)
+
+
+def broadcast_async_(
+    tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> int:
+    """Start a broadcast into `tensor` itself."""
+    t = _contiguous(_cpu(tensor, "broadcast_"), "broadcast_")
+    return _broadcast_work(t, root_rank, name, process_set, result=tensor)
+
+
+class HorovodBroadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, root_rank: int, name: Any, ps: ProcessSet) -> Any:
+        ctx.root, ctx.ps = root_rank, ps
+        return synchronize(broadcast_async(tensor, root_rank, name, ps))
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        reduced = allreduce(grad, op=Average, process_set=ctx.ps)
+        if _api.rank() != ctx.root:
+            reduced = reduced * 0
+        return reduced, None, None, None
+
+
+def broadcast(
+    tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> Any:
+    """root_rank's tensor on every rank (differentiable: the gradient goes back to the root)."""
+    return HorovodBroadcast.apply(tensor, root_rank, name, process_set)
+
+
+def broadcast_(
+    tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> torch.Tensor:
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# ------------------------------------------------------------ alltoall
+def _splits(splits: Any, n: int) -> list[int] | None:
+    if splits is None:
+        return None
+    if isinstance(splits, torch.Tensor):
+        if splits.dtype != torch.int32:
+            raise ValueError(f"alltoall: splits must be an int32 tensor, got {splits.dtype}")
+        return [int(s) for s in splits.tolist()]
+    if isinstance(splits, Sequence) and all(isinstance(s, int | np.integer) for s in splits):
+        return [int(s) for s in splits]
+    raise ValueError("alltoall: splits must be an int32 tensor (or a list of ints)")
+
+
+def alltoall_async(
+    tensor: torch.Tensor, splits: Any = None, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> int:
+    """Start an alltoall; synchronize() returns (output, received_splits)."""
+    t = _cpu(tensor, "alltoall").contiguous()
+    split_list = _splits(splits, process_set.size())
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        n = _api._core.size() if process_set.process_set_id == 0 else process_set.size()
+        if t.dim() == 0:
+            raise ValueError("alltoall: needs at least one dimension (got a scalar)")
+        mine = split_list
+        if mine is None:
+            rows = int(t.shape[0])
+            if rows % n:
+                raise ValueError(f"alltoall: dim 0 ({rows}) is not divisible by the set size ({n}); pass splits=")
+            mine = [rows // n] * n
+        if len(mine) != n:
+            raise ValueError(f"alltoall: splits has {len(mine)} entries but the set has {n} ranks")
+        recv = _api._core.alltoall_prepare(t, mine)
+        out = t.new_empty((sum(recv), *t.shape[1:]))
+        _api._core.alltoall(t, mine, out, recv)
+        return out, torch.tensor(recv, dtype=torch.int32)
+
+    return _submit(Work("alltoall", _ps._id_of(process_set), run=run, name=name))
+
+
+class HorovodAlltoall(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, splits: Any, name: Any, ps: ProcessSet) -> Any:
+        out, received = synchronize(alltoall_async(tensor, splits, name, ps))
+        ctx.received, ctx.ps = received, ps
+        if splits is None:
+            return out
+        ctx.mark_non_differentiable(received)
+        return out, received
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor, *unused: Any) -> Any:
+        back, _ = alltoall(grad.contiguous(), splits=ctx.received, process_set=ctx.ps)
+        return back, None, None, None
+
+
+def alltoall(
+    tensor: torch.Tensor, splits: Any = None, name: str | None = None, process_set: ProcessSet = global_process_set
+) -> Any:
+    """Send splits[i] rows to rank i; returns the output, plus received splits when splits is given."""
+    _splits(splits, 0)  # ValueError here, before anything is queued
+    return HorovodAlltoall.apply(tensor, splits, name, process_set)
+
+
+# ------------------------------------------------------------ reducescatter
+def _scatter_rows(rows: int, n: int, r: int) -> tuple[int, int]:
+    """Horovod's split of dim 0: the first rows % n ranks get one more row."""
+    base, extra = divmod(rows, n)
+    start = r * base + min(r, extra)
+    return start, base + (1 if r < extra else 0)
+
+
+def _reducescatter_work(
+    what: str,
+    tensors: list[torch.Tensor],
+    op: int,
+    pre: float,
+    post: float,
+    ps: ProcessSet,
+    name: str | None,
+    single: bool,
+) -> int:
+    if op not in (Sum, Average):
+        raise ValueError(f"{what}: op must be Sum or Average")
+    ins = []
+    for t in tensors:
+        t = _cpu(t, what).contiguous()
+        if t.dim() == 0:
+            raise ValueError(f"{what}: needs at least one dimension (got a scalar)")
+        ins.append(t)
+    outs = [torch.empty_like(t) for t in ins]
+
+    def finish(reduced: list[torch.Tensor]) -> Any:
+        n, r = ps.size(), ps.rank()
+        parts = []
+        for full in reduced:
+            start, count = _scatter_rows(int(full.shape[0]), n, r)
+            parts.append(full.narrow(0, start, count).clone())
+        return parts[0] if single else parts
+
+    set_id = _ps._id_of(ps)
+    key = (op, float(pre), float(post), set_id)
+    return _submit(Work(what, set_id, fuse_key=key, ins=ins, outs=outs, finish=finish, name=name))
+
+
+def reducescatter_async(
+    tensor: torch.Tensor,
+    name: str | None = None,
+    op: int = Average,
+    process_set: ProcessSet = global_process_set,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+) -> int:
+    return _reducescatter_work(
+        "reducescatter", [tensor], op, prescale_factor, postscale_factor, process_set, name, True
+    )
+
+
+class HorovodReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, name: Any, op: int, ps: ProcessSet, pre: float, post: float) -> Any:
+        ctx.args = (op, ps, pre, post)
+        return synchronize(reducescatter_async(tensor, name, op, ps, pre, post))
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        op, ps, pre, post = ctx.args
+        factor = (ps.size() if op == Sum else 1.0) * pre * post
+        return allgather(grad * factor if factor != 1.0 else grad, process_set=ps), None, None, None, None, None
+
+
+def reducescatter(
+    tensor: torch.Tensor,
+    name: str | None = None,
+    compression: Any = Compression.none,
+    op: int = Average,
+    process_set: ProcessSet = global_process_set,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+) -> torch.Tensor:
+    """Reduce across the set, then rank r keeps its share of dim 0 (differentiable)."""
+    compressed, cctx = compression.compress(tensor)
+    out = HorovodReducescatter.apply(compressed, name, op, process_set, prescale_factor, postscale_factor)
+    return compression.decompress(out, cctx)
+
+
+def grouped_reducescatter_async(
+    tensors: Sequence[torch.Tensor],
+    name: str | None = None,
+    op: int = Average,
+    process_set: ProcessSet = global_process_set,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+) -> int:
+    return _reducescatter_work(
+        "grouped_reducescatter", list(tensors), op, prescale_factor, postscale_factor, process_set, name, False
+    )
+
+
+class HorovodGroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, name: Any, op: int, ps: ProcessSet, pre: float, post: float, *tensors: torch.Tensor) -> Any:
+        ctx.args = (op, ps, pre, post)
+        return tuple(synchronize(grouped_reducescatter_async(list(tensors), name, op, ps, pre, post)))
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+        op, ps, pre, post = ctx.args
+        factor = (ps.size() if op == Sum else 1.0) * pre * post
+        gathered = grouped_allgather([g * factor for g in grads], process_set=ps)
+        return None, None, None, None, None, *gathered
+
+
+def grouped_reducescatter(
+    tensors: Sequence[torch.Tensor],
+    name: str | None = None,
+    compression: Any = Compression.none,
+    op: int = Average,
+    process_set: ProcessSet = global_process_set,
+    prescale_factor: float = 1.0,
+    postscale_factor: float = 1.0,
+) -> list[torch.Tensor]:
+    pairs = [compression.compress(t) for t in tensors]
+    outs = HorovodGroupedReducescatter.apply(
+        name, op, process_set, prescale_factor, postscale_factor, *[p[0] for p in pairs]
+    )
+    return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs, strict=True)]
+
+
+# ------------------------------------------------------------ barrier, join
+def barrier(process_set: ProcessSet = global_process_set) -> None:
+    """Wait until every rank of the set gets here (after its queued collectives)."""
+    _engine_call("barrier", _api._core.barrier, process_set)
+
+
+def join(device: int = -1) -> int:
+    """Wait for every rank, then return the rank that arrived last.
+
+    Unlike Horovod, ranks that joined do not stand in (with zeros) for
+    collectives the others still issue: every rank must issue the same
+    collectives. "Last" is by the arrival clock of this host.
+    """
+    arrived = torch.tensor([time.time()], dtype=torch.float64)
+    times = synchronize(allgather_async(arrived, name=None))
+    return int(torch.argmax(times).item())

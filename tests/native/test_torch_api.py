@@ -1,0 +1,46 @@
+"""hvd_selector.torch on 2 ranks (gloo and MPICH builds): every function
+against exact answers (workers/torch_api.py), and the example training
+script whose ranks must end with identical parameters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from native_builds import REPO, Build, launch, run_argv
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.slow
+
+CHECKS = 17  # the @check blocks in workers/torch_api.py
+
+
+@pytest.mark.parametrize("which", ["gloo", "mpich"])
+def test_every_function(which: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    build: Build = request.getfixturevalue(f"{which}_build")
+    proc = launch(build, 2, "torch_api.py", str(tmp_path), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for rank in range(2):
+        results = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert len(results) == CHECKS, sorted(results)
+        failed = {name: text for name, text in results.items() if text}
+        assert not failed, f"rank {rank}: " + "\n".join(f"{k}:\n{v}" for k, v in failed.items())
+
+
+def test_example_ranks_end_identical(gloo_build: Build, tmp_path: Path) -> None:
+    import subprocess
+
+    script = REPO / "examples" / "pytorch_mnist.py"
+    cmd = run_argv(2, script, "--epochs", "2", "--out", str(tmp_path))
+    proc = subprocess.run(cmd, cwd=tmp_path, env=gloo_build.env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    import torch
+
+    params = [torch.load(tmp_path / f"params.rank{r}.pt", weights_only=True) for r in range(2)]
+    assert params[0].keys() == params[1].keys() and params[0]
+    for name in params[0]:
+        assert torch.equal(params[0][name], params[1][name]), name
+    first = torch.load(tmp_path / "initial.rank1.pt", weights_only=True)
+    assert any(not torch.equal(first[n], params[1][n]) for n in first), "training changed nothing"
+    assert "mean loss" in proc.stdout
