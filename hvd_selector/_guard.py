@@ -69,7 +69,8 @@ def check_cpu(facts: BuildFacts, host_target: str | None = None) -> None:
     if not ok:
         raise ImportError(
             f"hvd_selector: this build targets {facts.target} but this CPU is {host}: {why}; "
-            f"reinstall the build for this machine: {REINSTALL}"
+            f"reinstall the build for this machine: {REINSTALL} (--no-cache-dir matters: pip keys its wheel "
+            "cache by the sdist alone and would hand back this same build)"
         )
 
 
