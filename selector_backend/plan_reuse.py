@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .private_cache import trusted
+
 MAX_AGE_S = 600.0
 #: Variables outside HVD_SELECTOR_* that change what detection finds.
 DETECTION_ENV = (
@@ -90,7 +92,7 @@ def load(cache_dir: Path, key: str) -> dict[str, Any] | None:
         info = path.stat()
         if time.time() - info.st_mtime > MAX_AGE_S:
             return None
-        if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        if not trusted(info):
             return None  # written by someone else, or writable by others: decide afresh
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -25,6 +25,7 @@ from .host import (
     parse_compute_capability,
     parse_version_text,
 )
+from .private_cache import default_cache_dir
 
 ENV_PREFIX = "HVD_SELECTOR_"
 BUILD_POLICIES = ("prefer-prebuilt", "always-build", "never-build")
@@ -109,11 +110,6 @@ class Option(NamedTuple):
     @property
     def env(self) -> str:
         return ENV_PREFIX + self.name.upper().replace("-", "_")
-
-
-def _default_cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "hvd-selector"
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -220,7 +216,7 @@ class Settings(NamedTuple):
 
     @property
     def cache_dir(self) -> Path:
-        return self.get("cache-dir") or _default_cache()
+        return self.get("cache-dir") or default_cache_dir()
 
     def fetch_options(self) -> dict[str, Any]:
         """Keyword arguments for selector_backend.fetch calls."""

@@ -8,7 +8,6 @@ catalog and config errors can point at it.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -75,11 +74,12 @@ def load_toml_remembered(path: Path) -> TomlDocument:
     trusted only when the user owns it and nobody else can write it.
     """
     text = read_text(path, "the TOML file")
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    memo = Path(base) / "hvd-selector" / ("toml-" + re.sub(r"[^A-Za-z0-9]+", "_", str(path.resolve()))[-120:] + ".json")
+    from .private_cache import default_cache_dir, trusted
+
+    memo = default_cache_dir() / ("toml-" + re.sub(r"[^A-Za-z0-9]+", "_", str(path.resolve()))[-120:] + ".json")
     try:
         info = memo.stat()
-        if info.st_uid == os.getuid() and not info.st_mode & 0o022:
+        if trusted(info):
             kept = json.loads(memo.read_text(encoding="utf-8"))
             if isinstance(kept, dict) and kept.get("text") == text and isinstance(kept.get("data"), dict):
                 return TomlDocument(path, text, kept["data"])
