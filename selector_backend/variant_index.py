@@ -201,6 +201,9 @@ def read_index(
     maps = _variants_maps(files, catalog, options, lambda link: fetch.check_link(url, link, allowed_origins))
     project = normalize_project(catalog.name)
     parsed: dict[tuple[str, str], Variant] = {}  # (version, label) -> variant: parsed once, shared by its wheels
+    # check_link's verdict depends on the link's scheme and host alone, both inside its first three
+    # '/'-separated parts; a part already let through is not parsed again for each of its wheels
+    allowed: set[tuple[str, ...]] = set()
     for item in files:
         if not item.filename.endswith(".whl"):
             continue
@@ -226,8 +229,11 @@ def read_index(
                 "skipping it (the others are still used)"
             )
             continue
-        link = fetch.check_link(url, item.url, allowed_origins)
-        yield IndexEntry(item.filename, link, item.sha256.lower(), wheel.label, variant, wheel)
+        where = tuple(item.url.split("/", 3)[:3])
+        if where not in allowed:
+            fetch.check_link(url, item.url, allowed_origins)  # raises for a link the index may not send us to
+            allowed.add(where)
+        yield IndexEntry(item.filename, item.url, item.sha256.lower(), wheel.label, variant, wheel)
 
 
 def _variant_of(props: Any, label: str, catalog: Catalog, url: str, legacy: bool) -> Variant:
