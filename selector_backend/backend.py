@@ -131,7 +131,8 @@ def _plan_from_json(data: Mapping[str, Any], settings: Any) -> Plan | None:
     from .resolve import Candidate, Ranked
 
     try:
-        variant = load_catalog().make_variant(load_catalog().parse_assignments(data["variant"]))
+        catalog = load_catalog()
+        variant = catalog.make_variant(catalog.parse_assignments(data["variant"]))
         host = HostProfile.from_json(data["host"], source="stored plan")
         ranked = None
         if data["candidate"] is not None:
