@@ -7,7 +7,7 @@ real path: stock pip fetches the sdist from a loopback variant index, builds
 an isolated build environment, runs the backend's hooks (detect, read the
 index, rank, download + verify, hand the wheel over) and installs. The
 published sdist carries archspec and packaging in ``selector_backend/_vendor``
-and declares no build requirements (``selector_backend.sdist``); a second
+and declares no build requirements (``selector_backend.install.sdist``); a second
 side installs the same sdist as earlier releases shipped it (no ``_vendor``,
 ``requires = [packaging, archspec]``, so pip installs both into the isolated
 environment first), and a third skips build isolation. The script also times
@@ -96,12 +96,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "pip_install.json")
     args = parser.parse_args()
 
-    from selector_backend.catalog import load_catalog
     from selector_backend.detect import detect_host
-    from selector_backend.policy import parse_selector
-    from selector_backend.publish import publish
-    from selector_backend.resolve import ideal_variant
-    from selector_backend.variant import format_variant
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.engine.policy import parse_selector
+    from selector_backend.engine.resolve import ideal_variant
+    from selector_backend.engine.variant import format_variant
+    from selector_backend.publishing.publish import publish
 
     work = Path(tempfile.mkdtemp(prefix="bench-pip-"))
     catalog = load_catalog()
@@ -192,7 +192,7 @@ def main() -> int:
     selector_times, plain_times, no_isolation_times, env_times, hook_times = [], [], [], [], []
     requires_times: list[float] = []
     hooks = (
-        "import time, os; os.chdir({src!r}); t=time.perf_counter(); from selector_backend import backend; "
+        "import time, os; os.chdir({src!r}); t=time.perf_counter(); from selector_backend.install import backend; "
         "backend.get_requires_for_build_wheel(); backend.prepare_metadata_for_build_wheel({md!r}); "
         "backend.build_wheel({wd!r}); print(time.perf_counter()-t)"
     )

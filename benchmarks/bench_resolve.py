@@ -48,18 +48,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from selector_backend.fileutil import atomic_write_text  # noqa: E402
+from selector_backend.files.atomic import atomic_write_text  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "resolve.json"
 TARGET_RATIO = 1.2  # cold catalog-only resolve vs bare archspec
 INDEX_PROCESS_RATIO = 2.0  # whole process with the large index vs the catalog-only resolve
 INDEX_INPROCESS_MS = 50.0  # resolving the large index's candidates in process
 PEER_CODE = "import archspec.cpu; archspec.cpu.host()"
-# The body pip writes for a console script (`hvd-selector = selector_backend.cli:entry_point`).
+# The body pip writes for a console script (`hvd-selector = selector_backend.cli.main:entry_point`).
 WRAPPER = """\
 import re
 import sys
-from selector_backend.cli import entry_point
+from selector_backend.cli.main import entry_point
 if __name__ == "__main__":
     sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
     sys.exit(entry_point())
@@ -171,11 +171,11 @@ PHASES_CODE = """
 import json, time
 t = [time.perf_counter()]
 def mark(): t.append(time.perf_counter())
-import argparse, selector_backend.cli, selector_backend.commands.resolve; mark()
-from selector_backend.catalog import load_catalog
-from selector_backend.policy import parse_selector
-from selector_backend.resolve import resolve
-from selector_backend.sources import catalog_matrix
+import argparse, selector_backend.cli.main, selector_backend.cli.commands.resolve; mark()
+from selector_backend.engine.catalog import load_catalog
+from selector_backend.engine.policy import parse_selector
+from selector_backend.engine.resolve import resolve
+from selector_backend.engine.sources import catalog_matrix
 from selector_backend.settings import load_settings; mark()
 import archspec.cpu; mark()
 catalog = load_catalog(); mark()
@@ -199,11 +199,11 @@ print(json.dumps({n: (b - a) * 1000 for n, a, b in zip(names, t, t[1:])}))
 
 INPROCESS_CODE = """
 import json, statistics, sys, time
-from selector_backend.catalog import load_catalog
-from selector_backend.policy import parse_selector
-from selector_backend.resolve import resolve
+from selector_backend.engine.catalog import load_catalog
+from selector_backend.engine.policy import parse_selector
+from selector_backend.engine.resolve import resolve
 from selector_backend.settings import host_profile_for, load_settings
-from selector_backend.sources import index_candidates
+from selector_backend.engine.sources import index_candidates
 url, rounds = sys.argv[1], int(sys.argv[2])
 catalog = load_catalog(); settings = load_settings(); host = host_profile_for(settings)
 selector = parse_selector("auto", catalog)
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.path.insert(0, str(ROOT / "benchmarks"))
             from synthetic_index import write_index
 
-            from selector_backend.catalog import load_catalog
+            from selector_backend.engine.catalog import load_catalog
 
             simple, wheels = write_index(scratch / "index", load_catalog(), args.index_variants)
             index_url = simple.as_uri()

@@ -15,9 +15,9 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from selector_backend import publish
-from selector_backend.catalog import Catalog
-from selector_backend.variant import Variant, variant_label
+from selector_backend.engine.catalog import Catalog
+from selector_backend.engine.variant import Variant, variant_label
+from selector_backend.publishing import publish
 
 PYTHON_TAGS = ("cp310", "cp311", "cp312", "cp313")
 

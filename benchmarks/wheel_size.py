@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT))
 
 import hvd_nccl_build  # noqa: E402
 
-from selector_backend.catalog import Catalog, load_catalog  # noqa: E402
-from selector_backend.fileutil import atomic_write_text  # noqa: E402
-from selector_backend.variant import Variant, format_variant  # noqa: E402
+from selector_backend.engine.catalog import Catalog, load_catalog  # noqa: E402
+from selector_backend.engine.variant import Variant, format_variant  # noqa: E402
+from selector_backend.files.atomic import atomic_write_text  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 CUDA_LINE = "13"

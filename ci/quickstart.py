@@ -57,8 +57,8 @@ def build_local_index(work: Path, variants: list[str] | None = None) -> str:
     docs tests (tests/docs/), which run the docs' commands against it;
     ``variants`` builds just those instead of the machine's CPU Gloo entries.
     """
-    from selector_backend.catalog import load_catalog
     from selector_backend.detect import detect_host
+    from selector_backend.engine.catalog import load_catalog
 
     catalog = load_catalog()
     host = detect_host()

@@ -19,7 +19,7 @@ author = "hvd-selector developers"
 copyright = "hvd-selector developers"
 
 try:
-    from selector_backend.catalog import load_catalog
+    from selector_backend.engine.catalog import load_catalog
 
     release = load_catalog().version
 except Exception:  # the docs still build (and the tables then fail loudly) on a broken catalog

@@ -62,7 +62,7 @@ MULTI_AXES = ("controllers", "frameworks")
 def _axes(features: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     """Axis values from variant.json's features: the current single-valued model, or an older release's lists.
 
-    The property model is ``selector_backend.variant_json``'s (``cuda :: cu12_sm80_sm90``,
+    The property model is ``selector_backend.engine.variant_json``'s (``cuda :: cu12_sm80_sm90``,
     ``controllers :: gloo_mpi``); decoded here without importing the engine.
     """
     raw = {str(k): [str(v) for v in (vals if isinstance(vals, list) else [vals])] for k, vals in features.items()}

@@ -62,7 +62,7 @@ def real_cpu() -> str:
 
 def check_cpu(facts: BuildFacts, host_target: str | None = None) -> None:
     """ImportError unless this CPU runs the build's target (the resolver's own rule)."""
-    from selector_backend.targets import cpu_verdict
+    from selector_backend.engine.targets import cpu_verdict
 
     host = host_target or real_cpu()
     ok, why = cpu_verdict(facts.target, host)
@@ -76,7 +76,7 @@ def check_cpu(facts: BuildFacts, host_target: str | None = None) -> None:
 
 def check_gpu(archs: Sequence[str], compute_capability: str) -> str:
     """'sass' or 'ptx' if the build serves a GPU of this capability, else RuntimeError."""
-    from selector_backend.compat import cuda_arch_support
+    from selector_backend.engine.compat import cuda_arch_support
 
     support = cuda_arch_support(list(archs), compute_capability)
     if support is None:

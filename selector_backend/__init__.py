@@ -11,6 +11,9 @@ declares the requirements in pyproject.toml as usual.
 import sys
 from pathlib import Path
 
-_VENDOR = Path(__file__).resolve().parent / "_vendor"
+PACKAGE_DIR = Path(__file__).resolve().parent
+"""This package's directory; its parent is the repository root in a source checkout."""
+
+_VENDOR = PACKAGE_DIR / "_vendor"
 if _VENDOR.is_dir() and str(_VENDOR) not in sys.path:
     sys.path.append(str(_VENDOR))

@@ -1,3 +1,3 @@
-from .cli import entry_point
+from selector_backend.cli.main import entry_point
 
 entry_point()

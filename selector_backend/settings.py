@@ -15,8 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from .errors import InputError, did_you_mean, unknown_choice
-from .host import (
+from selector_backend.engine.host import (
     MPI_IMPLEMENTATIONS,
     CpuInfo,
     GpuInfo,
@@ -25,7 +24,8 @@ from .host import (
     parse_compute_capability,
     parse_version_text,
 )
-from .private_cache import default_cache_dir
+from selector_backend.errors import InputError, did_you_mean, unknown_choice
+from selector_backend.files.private_cache import default_cache_dir
 
 ENV_PREFIX = "HVD_SELECTOR_"
 BUILD_POLICIES = ("prefer-prebuilt", "always-build", "never-build")
@@ -89,7 +89,7 @@ def _count(value: Any, name: str) -> int:
 
 
 def _origins(value: Any, name: str) -> tuple[str, ...]:
-    from .fetch import parse_origins
+    from selector_backend.install.fetch import parse_origins
 
     return parse_origins(_list(value, name), name)
 
@@ -219,7 +219,7 @@ class Settings(NamedTuple):
         return self.get("cache-dir") or default_cache_dir()
 
     def fetch_options(self) -> dict[str, Any]:
-        """Keyword arguments for selector_backend.fetch calls."""
+        """Keyword arguments for selector_backend.install.fetch calls."""
         return {
             "offline": bool(self.get("offline")),
             "timeout": float(self.get("index-timeout")),
@@ -281,7 +281,7 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
     """Merge every source in precedence order into one Settings value."""
-    from .tomlfile import load_toml
+    from selector_backend.files.tomlfile import load_toml
 
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
@@ -333,7 +333,7 @@ def apply_host_overrides(profile: HostProfile, settings: Settings) -> HostProfil
     for name, value in facts.items():
         source = settings.origins.get(name, name)
         if name == "target":
-            from . import targets
+            from selector_backend.engine import targets
 
             try:
                 targets.microarchitecture(value)
@@ -385,13 +385,13 @@ def apply_host_overrides(profile: HostProfile, settings: Settings) -> HostProfil
 
 def host_profile_for(settings: Settings) -> HostProfile:
     """The HostProfile every command resolves against: file or detection, then overrides."""
-    from .host import load_host_profile
+    from selector_backend.engine.host import load_host_profile
 
     path = settings.get("host-profile")
     if path is not None:
         profile = load_host_profile(path)
     else:
-        from .detect import detect_host
+        from selector_backend.detect import detect_host
 
         profile = detect_host()
     return apply_host_overrides(profile, settings)

@@ -69,7 +69,7 @@ def extra_env_rows() -> list[list[str]]:
 
 
 def _catalog() -> Any:
-    from selector_backend.catalog import load_catalog
+    from selector_backend.engine.catalog import load_catalog
 
     return load_catalog()
 
@@ -107,7 +107,7 @@ def requirement_rows() -> list[list[str]]:
 
 
 def prebuilt_rows() -> list[list[str]]:
-    from selector_backend.variant import variant_label
+    from selector_backend.engine.variant import variant_label
 
     catalog = _catalog()
     rows = []
@@ -128,7 +128,7 @@ def prebuilt_headers() -> list[str]:
 
 def cli_help() -> list[tuple[str, str]]:
     """(command, help text) for the top level and every subcommand, at a fixed width."""
-    from selector_backend import cli
+    from selector_backend.cli import main as cli
 
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"

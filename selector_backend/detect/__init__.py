@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..errors import SelectorError
-from ..host import HostProfile, LibraryInfo
-from . import cpu, libraries, nvidia, system
+from selector_backend.detect import cpu, libraries, nvidia, system
+from selector_backend.engine.host import HostProfile, LibraryInfo
+from selector_backend.errors import SelectorError
 
 T = TypeVar("T")
 

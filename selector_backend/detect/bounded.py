@@ -19,7 +19,7 @@ def timeout_seconds() -> float:
     except ValueError:
         value = float("nan")
     if not 0 < value <= 3600:  # also false for nan
-        from ..errors import InputError
+        from selector_backend.errors import InputError
 
         raise InputError(f"HVD_SELECTOR_DETECT_TIMEOUT={text!r} must be a number of seconds above 0, at most 3600")
     return max(0.1, value)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..host import CpuInfo
+from selector_backend.engine.host import CpuInfo
 
 
 def detect(notes: list[str]) -> CpuInfo:

@@ -14,8 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-from ..host import LibraryInfo
-from .bounded import run_text, which
+from selector_backend.detect.bounded import run_text, which
+from selector_backend.engine.host import LibraryInfo
 
 SYSTEM_LIB_DIRS = (
     "/usr/lib/x86_64-linux-gnu",

@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..host import GpuInfo
-from .bounded import call_with_timeout, run_text, which
+from selector_backend.detect.bounded import call_with_timeout, run_text, which
+from selector_backend.engine.host import GpuInfo
 
 PROC_VERSION = Path("/proc/driver/nvidia/version")
 DEVICE_NODE = Path("/dev/nvidiactl")
@@ -31,7 +31,7 @@ def load_nvml() -> Any | None:
     """The NVML module, a replay of a recording, or None when no driver is there."""
     replay = os.environ.get("HVD_SELECTOR_NVML_REPLAY")
     if replay:
-        from .nvml_replay import ReplayNvml
+        from selector_backend.detect.nvml_replay import ReplayNvml
 
         return ReplayNvml.from_file(Path(replay))
     if not (PROC_VERSION.exists() or DEVICE_NODE.exists()):

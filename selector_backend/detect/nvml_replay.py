@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from ..errors import InputError
+from selector_backend.errors import InputError
 
 
 class ReplayNvmlError(Exception):

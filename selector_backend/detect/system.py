@@ -24,7 +24,7 @@ def machine() -> str:
     """This machine's name as an archspec family (macOS arm64 and Windows AMD64 normalised)."""
     import platform
 
-    from ..host import normalise_machine
+    from selector_backend.engine.host import normalise_machine
 
     return normalise_machine(platform.machine())
 

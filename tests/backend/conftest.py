@@ -3,7 +3,7 @@ server, an sdist that embeds the index URL, and fresh virtual environments.
 
 The three gloo wheels (x86_64, x86_64_v3, x86_64_v4) are built once per session
 through the project's own backend (``-C variant=...``) and published with
-``selector_backend.publish`` — the same path release engineers use.
+``selector_backend.publishing.publish`` — the same path release engineers use.
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ class VariantIndex:
 
     def published_path(self, target: str) -> str:
         """URL path (on the server) of the labelled wheel published for ``target``."""
-        from selector_backend.catalog import load_catalog
-        from selector_backend.publish import inspect_wheel
+        from selector_backend.engine.catalog import load_catalog
+        from selector_backend.publishing.publish import inspect_wheel
 
         name = inspect_wheel(self.wheels[target], load_catalog()).published_name
         assert (self.root / "simple" / "hvd-selector" / name).is_file(), f"{name} is not published"
@@ -99,8 +99,8 @@ def build_sdist(out: Path, index_url: str) -> Path:
 
 def build_and_publish(root: Path, wheelhouse: Path, targets: tuple[str, ...], sdist: Path) -> dict[str, Path]:
     """``hvd-selector build-variants`` (the release builder: backend + auditwheel) into ``root``."""
-    from selector_backend.catalog import load_catalog
-    from selector_backend.publish import inspect_wheel
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.publishing.publish import inspect_wheel
 
     cmd = [
         sys.executable,
@@ -201,8 +201,8 @@ def build_info(bindir: Path, env: dict[str, str] | None = None) -> dict[str, obj
 
 def copy_index(index: VariantIndex, dest: Path, keep: tuple[str, ...]) -> Path:
     """A second index holding only the wheels for ``keep`` targets (plus the same sdist)."""
-    from selector_backend.catalog import load_catalog
-    from selector_backend.publish import publish
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.publishing.publish import publish
 
     if dest.exists():
         shutil.rmtree(dest)

@@ -128,9 +128,9 @@ def sha256(data: bytes) -> str:
 
 
 def variant_document() -> tuple[str, dict[str, Any]]:
-    from selector_backend import variant_json
-    from selector_backend.catalog import load_catalog
-    from selector_backend.variant import variant_label
+    from selector_backend.engine import variant_json
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.engine.variant import variant_label
 
     catalog = load_catalog()
     variant = catalog.parse_variant(VARIANT, fill_defaults=True)

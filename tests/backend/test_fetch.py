@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from selector_backend import fetch
 from selector_backend.errors import ExternalError, InputError, IntegrityError
+from selector_backend.install import fetch
 
 from .http_fixtures import serve
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from selector_backend import fetch, wheelcheck
 from selector_backend.errors import ExternalError, InputError, IntegrityError
+from selector_backend.install import fetch, wheelcheck
 
 
 @pytest.mark.timeout(20)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from selector_backend import backend
-from selector_backend.build import missing_toolchain
-from selector_backend.catalog import load_catalog
-from selector_backend.host import HostProfile
-from selector_backend.policy import parse_selector
-from selector_backend.resolve import resolve
-from selector_backend.sources import catalog_matrix
+from selector_backend.engine.catalog import load_catalog
+from selector_backend.engine.host import HostProfile
+from selector_backend.engine.policy import parse_selector
+from selector_backend.engine.resolve import resolve
+from selector_backend.engine.sources import catalog_matrix
+from selector_backend.install import backend
+from selector_backend.install.build import missing_toolchain
 
 # GTX 1080 (compute capability 6.1, NVIDIA's CUDA GPUs page) on the 535 driver (CUDA 12.2)
 GTX1080 = {"cpu": {"microarch": "skylake"}, "gpus": [{"compute_capability": "6.1"}], "cuda_driver": "12.2"}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from selector_backend import backend
-from selector_backend.build import BASE_BUILD_REQUIRES
+from selector_backend.install import backend
+from selector_backend.install.build import BASE_BUILD_REQUIRES
 
 from .http_fixtures import serve
 
@@ -58,9 +58,9 @@ def test_forced_variant_asks_for_the_build_toolchain_only() -> None:
 
 
 def test_nccl_source_build_asks_for_the_nccl_wheel_of_its_cuda_line() -> None:
-    from selector_backend.build import build_requires
-    from selector_backend.catalog import load_catalog
-    from selector_backend.host import HostProfile
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.engine.host import HostProfile
+    from selector_backend.install.build import build_requires
 
     catalog = load_catalog()
     for line in ("12", "13"):
@@ -75,7 +75,7 @@ def test_nccl_source_build_asks_for_the_nccl_wheel_of_its_cuda_line() -> None:
 def _nvcc_major() -> str | None:
     import shutil
 
-    from selector_backend.build import nvcc_release
+    from selector_backend.install.build import nvcc_release
 
     nvcc = shutil.which("nvcc")
     release = nvcc_release(nvcc) if nvcc else None
@@ -168,7 +168,7 @@ def test_build_sdist_embeds_the_index_url(tmp_path: Path) -> None:
         top = names[0].split("/")[0]
         text = sdist.extractfile(f"{top}/pyproject.toml").read().decode()  # type: ignore[union-attr]
     assert "[tool.hvd-selector]" in text and 'index-url = ["https://variants.example.org/simple"]' in text
-    assert f"{top}/selector_backend/backend.py" in names and f"{top}/variants/catalog.toml" in names
+    assert f"{top}/selector_backend/install/backend.py" in names and f"{top}/variants/catalog.toml" in names
     assert not any("/build/" in n or "__pycache__" in n for n in names)
 
 
@@ -244,7 +244,7 @@ def test_sdist_carries_its_backend_imports_and_needs_no_build_requirements(tmp_p
     import subprocess
     import sys
 
-    from selector_backend.tomlfile import load_toml
+    from selector_backend.files.tomlfile import load_toml
 
     pytest.importorskip("scikit_build_core")
     name = backend.build_sdist(str(tmp_path), {})

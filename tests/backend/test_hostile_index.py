@@ -36,7 +36,7 @@ RETRIES = 1
 # two attempts of at most INDEX_TIMEOUT each, one back-off, interpreter start-up and detection
 DEADLINE = 2 * INDEX_TIMEOUT + 0.25 + 6.0
 HOOK = (
-    "import json, sys; from selector_backend import backend; "
+    "import json, sys; from selector_backend.install import backend; "
     "print(json.dumps(backend.get_requires_for_build_wheel(json.loads(sys.argv[1]))))"
 )
 

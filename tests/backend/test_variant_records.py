@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from selector_backend import variant_json
-from selector_backend.build import verify_wheel_variant
-from selector_backend.catalog import load_catalog
+from selector_backend.engine import variant_json
+from selector_backend.engine.catalog import load_catalog
 from selector_backend.errors import IntegrityError
+from selector_backend.install.build import verify_wheel_variant
 
 V3 = "target=x86_64_v3 cuda=none cuda_arch=none tensor_ops=gloo controllers=gloo frameworks=pytorch"
 V4 = V3.replace("x86_64_v3", "x86_64_v4")

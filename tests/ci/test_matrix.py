@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from selector_backend import matrix
-from selector_backend.catalog import load_catalog
-from selector_backend.cli import main
+from selector_backend.cli.main import main
+from selector_backend.engine.catalog import load_catalog
 from selector_backend.errors import InputError
+from selector_backend.publishing import matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from selector_backend import plan as planning
-from selector_backend import resolve
-from selector_backend.catalog import load_catalog
-from selector_backend.cli import main
-from selector_backend.policy import parse_selector
-from selector_backend.variant import Variant
+from selector_backend.cli.main import main
+from selector_backend.engine import resolve
+from selector_backend.engine.catalog import load_catalog
+from selector_backend.engine.policy import parse_selector
+from selector_backend.engine.variant import Variant
+from selector_backend.publishing import fleet as planning
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"

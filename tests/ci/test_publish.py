@@ -23,11 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from selector_backend import publish, variant_index, variant_json
-from selector_backend.catalog import Catalog, load_catalog
-from selector_backend.cli import main
+from selector_backend.cli.main import main
+from selector_backend.engine import variant_json
+from selector_backend.engine.catalog import Catalog, load_catalog
+from selector_backend.engine.variant import Variant, variant_label
 from selector_backend.errors import InputError
-from selector_backend.variant import Variant, variant_label
+from selector_backend.install import variant_index
+from selector_backend.publishing import publish
 
 from .wheelfiles import write_wheel
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from selector_backend import matrix, publish
-from selector_backend.catalog import load_catalog
+from selector_backend.engine.catalog import load_catalog
 from selector_backend.errors import ExternalError
+from selector_backend.publishing import matrix, publish
 
 from .wheelfiles import write_wheel
 

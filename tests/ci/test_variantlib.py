@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from selector_backend import publish, variant_json
-from selector_backend.catalog import Catalog, load_catalog
-from selector_backend.variant_provider import HvdSelectorProvider, all_configs
+from selector_backend.engine import variant_json
+from selector_backend.engine.catalog import Catalog, load_catalog
+from selector_backend.publishing import publish
+from selector_backend.publishing.variant_provider import HvdSelectorProvider, all_configs
 
 from .test_publish import make_wheel
 
@@ -273,7 +274,7 @@ def _legacy_index(root: Path, variants_name: str, doc: dict[str, object]) -> Pat
 
 
 def test_the_backend_still_reads_an_earlier_release_index(tmp_path: Path, catalog: Catalog) -> None:
-    from selector_backend import variant_index
+    from selector_backend.install import variant_index
 
     location = _legacy_index(tmp_path, "hvd-selector-0.1.0-variants.json", LEGACY)
     entries = {e.label: e.variant for e in variant_index.read_index(str(location), catalog)}
@@ -286,8 +287,8 @@ def test_the_backend_still_reads_an_earlier_release_index(tmp_path: Path, catalo
 
 
 def test_an_unknown_schema_is_refused_with_one_line(tmp_path: Path, catalog: Catalog) -> None:
-    from selector_backend import variant_index
     from selector_backend.errors import ExternalError
+    from selector_backend.install import variant_index
 
     doc = {**LEGACY, "$schema": "https://variants-schema.wheelnext.dev/v9.0.0.json"}
     location = _legacy_index(tmp_path, "hvd_selector-0.1.0-variants.json", doc)

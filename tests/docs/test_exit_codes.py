@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from selector_backend import cli
+from selector_backend.cli import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "docs" / "reference" / "exit-codes.md"
@@ -108,8 +108,8 @@ def trigger_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent: str) ->
     stale.write_text((ROOT / ".github/workflows/wheels.yml").read_text() + "# edited\n")
     record(3, "stale matrix --check", hvd(tmp_path, "matrix", "--format", "github", "--check", str(stale)))
     variant = tmp_path / "variant.json"
-    from selector_backend import variant_json
-    from selector_backend.catalog import load_catalog
+    from selector_backend.engine import variant_json
+    from selector_backend.engine.catalog import load_catalog
 
     catalog = load_catalog()
     variant.write_text(variant_json.dumps(catalog.parse_variant("target=neoverse_v1", fill_defaults=True), catalog))
@@ -141,7 +141,7 @@ def trigger_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent: str) ->
     record(130, "Ctrl-C", subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
 
     # 1: a bug — a command that raises something unexpected (in-process: there is no real bug to call)
-    from selector_backend.commands import detect
+    from selector_backend.cli.commands import detect
 
     def broken(args: object) -> int:
         raise ZeroDivisionError("division by zero")

@@ -71,7 +71,7 @@ def cli(tmp_path: Path) -> Cli:
 
 @pytest.fixture(scope="session")
 def catalog() -> Any:
-    from selector_backend.catalog import load_catalog
+    from selector_backend.engine.catalog import load_catalog
 
     return load_catalog()
 

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from selector_backend.host import CpuInfo, GpuInfo, HostProfile, LibraryInfo
+from selector_backend.engine.host import CpuInfo, GpuInfo, HostProfile, LibraryInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

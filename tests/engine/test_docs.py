@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
 import hvd_tables
 
-from selector_backend.catalog import load_catalog
+from selector_backend.engine.catalog import load_catalog
 from selector_backend.settings import OPTIONS, OTHER_ENV
 
 ENGINE_PAGES = [
@@ -73,7 +73,7 @@ def test_catalog_tables_cover_the_catalog() -> None:
 
 
 def test_cli_help_covers_every_command() -> None:
-    from selector_backend import cli
+    from selector_backend.cli import main as cli
 
     helps = dict(hvd_tables.cli_help())
     loaded = [m.NAME for m in cli._load_commands()]
@@ -122,7 +122,7 @@ def test_generated_tables_reach_the_html(built_docs: tuple[Path, list[str]]) -> 
     for name in OTHER_ENV:
         assert name in environment
     catalog_page = (html / "reference" / "catalog.html").read_text(encoding="utf-8")
-    from selector_backend.variant import variant_label
+    from selector_backend.engine.variant import variant_label
 
     for variant in load_catalog().prebuilt_variants():
         assert variant_label(variant) in catalog_page

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from selector_backend.catalog import load_catalog
-from selector_backend.host import HostProfile
-from selector_backend.nccl_pairing import NCCL_WHEEL, extra_for, pair_problems
-from selector_backend.policy import parse_selector
-from selector_backend.resolve import ideal_variant, resolve
-from selector_backend.sources import catalog_matrix
-from selector_backend.tomlfile import load_toml
+from selector_backend.engine.catalog import load_catalog
+from selector_backend.engine.host import HostProfile
+from selector_backend.engine.nccl_pairing import NCCL_WHEEL, extra_for, pair_problems
+from selector_backend.engine.policy import parse_selector
+from selector_backend.engine.resolve import ideal_variant, resolve
+from selector_backend.engine.sources import catalog_matrix
+from selector_backend.files.tomlfile import load_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 EXTRAS = load_toml(ROOT / "pyproject.toml").data["project"]["optional-dependencies"]

@@ -11,12 +11,12 @@ from engine_helpers import make_host
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from selector_backend import compat
+from selector_backend.engine import compat
+from selector_backend.engine.policy import parse_selector
+from selector_backend.engine.resolve import Candidate, ideal_variant, resolve
+from selector_backend.engine.sources import catalog_matrix
+from selector_backend.engine.variant import format_variant
 from selector_backend.errors import InputError
-from selector_backend.policy import parse_selector
-from selector_backend.resolve import Candidate, ideal_variant, resolve
-from selector_backend.sources import catalog_matrix
-from selector_backend.variant import format_variant
 
 HOSTS = [
     "icelake",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from selector_backend.tomlfile import load_toml_remembered
+from selector_backend.files.tomlfile import load_toml_remembered
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,5 +58,5 @@ def test_a_warm_resolve_does_not_import_the_toml_parser(tmp_path: Path) -> None:
     subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, check=True)  # first run writes the memo
     second = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     imported = {line.split("|")[-1].strip() for line in second.stderr.splitlines() if line.startswith("import time:")}
-    assert "selector_backend.catalog" in imported
+    assert "selector_backend.engine.catalog" in imported
     assert "tomllib" not in imported

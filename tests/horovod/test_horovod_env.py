@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from selector_backend.catalog import load_catalog
-from selector_backend.cli import main
+from selector_backend.cli.main import main
+from selector_backend.engine.catalog import load_catalog
+from selector_backend.engine.host import HostProfile
+from selector_backend.engine.policy import parse_selector
 from selector_backend.errors import InputError
-from selector_backend.horovod import arch_flags, horovod_env, nccl_home, parse_compiler
-from selector_backend.host import HostProfile
-from selector_backend.policy import parse_selector
+from selector_backend.interop.horovod import arch_flags, horovod_env, nccl_home, parse_compiler
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spack"))
 from spack_hosts import host, host_json

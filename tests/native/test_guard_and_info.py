@@ -70,7 +70,7 @@ def test_build_info_refused_by_guard(gloo_build: Build, tmp_path: Path) -> None:
 
 def test_overrides_never_steer_the_guard(gloo_build: Build, tmp_path: Path) -> None:
     """A pretended weaker or misspelled target changes nothing at import: the real CPU runs v3."""
-    from selector_backend.targets import runs_on
+    from selector_backend.engine.targets import runs_on
 
     host = source_module("_guard").real_cpu()
     if not runs_on("x86_64_v3", host):
@@ -93,9 +93,9 @@ def test_guard_on_this_host(gloo_build: Build, tmp_path: Path) -> None:
 
 
 def test_gpu_guard_uses_cuda_arch_rules() -> None:
-    compat = pytest.importorskip("selector_backend.compat")
+    compat = pytest.importorskip("selector_backend.engine.compat")
     if not hasattr(compat, "cuda_arch_support"):
-        pytest.skip("selector_backend.compat.cuda_arch_support not there yet")
+        pytest.skip("selector_backend.engine.compat.cuda_arch_support not there yet")
     check_gpu = source_module("_guard").check_gpu
     assert check_gpu(["80", "90"], "8.6") == "sass"
     assert check_gpu(["80", "90"], "10.0") == "ptx"

@@ -11,9 +11,9 @@ import archspec.cpu
 import pytest
 from native_builds import source_module
 
-from selector_backend.catalog import load_catalog
-from selector_backend.compat import check_target
-from selector_backend.host import CpuInfo, HostProfile
+from selector_backend.engine.catalog import load_catalog
+from selector_backend.engine.compat import check_target
+from selector_backend.engine.host import CpuInfo, HostProfile
 
 CATALOG_TARGETS = load_catalog().axes["target"].values
 MICROARCHS = sorted(archspec.cpu.TARGETS)

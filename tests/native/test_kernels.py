@@ -93,7 +93,7 @@ def _check_all(run) -> None:
 def test_kernels_round_exactly(target: str, tmp_path: Path) -> None:
     import archspec.cpu
 
-    from selector_backend import targets
+    from selector_backend.engine import targets
 
     host = archspec.cpu.host()
     if not targets.runs_on(target, str(host.name)):
@@ -114,7 +114,7 @@ def test_kernels_agree_bitwise_across_targets(tmp_path: Path) -> None:
     """Ranks of one job may run different targets: every bit must match, NaN payloads included."""
     import archspec.cpu
 
-    from selector_backend import targets
+    from selector_backend.engine import targets
 
     host = archspec.cpu.host().name
     runnable = [t for t in HOST_TARGETS if targets.cpu_verdict(t, host)[0]]

@@ -32,7 +32,7 @@ def built_plugin(tmp_path_factory: pytest.TempPathFactory) -> hvd_nccl_build.Bui
     reason = toolchain_missing()
     if reason:
         pytest.skip(reason)
-    from selector_backend.catalog import load_catalog
+    from selector_backend.engine.catalog import load_catalog
 
     catalog = load_catalog()
     variant = catalog.parse_variant(TEST_VARIANT)

@@ -120,7 +120,7 @@ def variant_cmake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reason = toolchain_missing()
     if reason:
         pytest.skip(reason)
-    from selector_backend.catalog import load_catalog
+    from selector_backend.engine.catalog import load_catalog
 
     catalog = load_catalog()
     out = tmp_path_factory.mktemp("variant")
@@ -171,7 +171,7 @@ def test_nvcc_of_another_cuda_line_is_refused(tmp_path: Path) -> None:
     banner = subprocess.run([str(hvd_nccl_build.nvcc()), "--version"], capture_output=True, text=True).stdout
     if "release 13." not in banner:
         pytest.skip("needs nvcc 13 (to be the wrong line for a cuda=12 variant)")
-    from selector_backend.catalog import load_catalog
+    from selector_backend.engine.catalog import load_catalog
 
     catalog = load_catalog()
     cuda12 = catalog.parse_variant(TEST_VARIANT.replace("cuda=13", "cuda=12"))

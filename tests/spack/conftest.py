@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from spack_hosts import host_json
 
-from selector_backend.catalog import load_catalog
+from selector_backend.engine.catalog import load_catalog
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from selector_backend.host import HostProfile
+from selector_backend.engine.host import HostProfile
 
 DATA = Path(__file__).parent / "data"
 #: The two real build-cache listings (copied unchanged from the project's shared fixtures).

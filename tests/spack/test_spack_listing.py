@@ -9,9 +9,9 @@ import shutil
 import pytest
 from spack_hosts import DATA, DATED, DEVELOP
 
-from selector_backend.cli import main
+from selector_backend.cli.main import main
 from selector_backend.errors import InputError
-from selector_backend.spack.listing import load_listing
+from selector_backend.interop.spack.listing import load_listing
 
 
 def test_real_listings_load():

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from selector_backend import targets
-from selector_backend.build import gloo_config_found
-from selector_backend.catalog import load_catalog
-from selector_backend.cli import main
-from selector_backend.cmake_config import cmake_defines
+from selector_backend.cli.main import main
+from selector_backend.engine import targets
+from selector_backend.engine.catalog import load_catalog
+from selector_backend.engine.variant import Variant
 from selector_backend.errors import InputError
-from selector_backend.settings import load_settings
-from selector_backend.spack.package_py import (
+from selector_backend.install.build import gloo_config_found
+from selector_backend.install.cmake_config import cmake_defines
+from selector_backend.interop.spack.package_py import (
     GIT_URL,
     Directive,
     check_package,
@@ -37,7 +37,7 @@ from selector_backend.spack.package_py import (
     read_package,
     render_package,
 )
-from selector_backend.variant import Variant
+from selector_backend.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "spack" / "packages" / "py-hvd-selector" / "package.py"
@@ -395,7 +395,7 @@ def test_backend_toolchain_check_finds_the_gloo_spack_hands_over(package_module,
     values = {"tensor_ops": "gloo", "controllers": ("gloo",), "cuda": "none"}
     gloo = tmp_path / "gloo-2023-12-03-abc"
     env_vars, prefix_path, _ = module.hvd_dependency_settings(values, {"gloo": str(gloo)}, None, "/usr/bin/cmake")
-    monkeypatch.setattr("selector_backend.build.GLOO_SYSTEM_PREFIXES", ())  # as if no libgloo-dev
+    monkeypatch.setattr("selector_backend.install.build.GLOO_SYSTEM_PREFIXES", ())  # as if no libgloo-dev
     environ = {**env_vars, "CMAKE_PREFIX_PATH": os.pathsep.join(prefix_path)}
     assert not gloo_config_found(environ)  # the prefix holds no Gloo yet
     for layout in ("share/cmake/Gloo", "lib64/cmake/Gloo", "lib/x86_64-linux-gnu/cmake/Gloo"):

@@ -9,11 +9,11 @@ import archspec.cpu
 import pytest
 from spack_hosts import DATED, DEVELOP, host
 
-from selector_backend.cli import main
-from selector_backend.policy import parse_selector
-from selector_backend.spack.listing import Listing, load_listing
-from selector_backend.spack.pick import pick
-from selector_backend.spack.spec import format_spec, parse_spec
+from selector_backend.cli.main import main
+from selector_backend.engine.policy import parse_selector
+from selector_backend.interop.spack.listing import Listing, load_listing
+from selector_backend.interop.spack.pick import pick
+from selector_backend.interop.spack.spec import format_spec, parse_spec
 
 # (listing, host args, selector, any_os, expected hash or None, substring of the spec to build instead)
 CASES = [

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from selector_backend.cli import main
+from selector_backend.cli.main import main
+from selector_backend.engine.variant import format_variant
 from selector_backend.errors import InputError
-from selector_backend.spack.mapping import CUDA_UNRECORDED, spec_to_values, variant_to_spec
-from selector_backend.spack.spec import parse_spec, parse_variant_string
-from selector_backend.variant import format_variant
+from selector_backend.interop.spack.mapping import CUDA_UNRECORDED, spec_to_values, variant_to_spec
+from selector_backend.interop.spack.spec import parse_spec, parse_variant_string
 
 BRIEF = "py-horovod@0.28.1 +cuda cuda_arch=80 tensor_ops=nccl controllers=mpi frameworks=pytorch target=x86_64_v3"
 

@@ -23,9 +23,9 @@ INSTALLED_NAME = Path("hvd_selector") / "libhvd_nccl.so"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from selector_backend.catalog import Catalog, load_catalog  # noqa: E402
-from selector_backend.cmake_config import write_cmake_config  # noqa: E402
-from selector_backend.variant import Variant  # noqa: E402
+from selector_backend.engine.catalog import Catalog, load_catalog  # noqa: E402
+from selector_backend.install.cmake_config import write_cmake_config  # noqa: E402
+from selector_backend.engine.variant import Variant  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ HVD_CUDA_LINES = {
     "12": ("50", "52", "60", "61", "70", "72", "75", "80", "86", "87", "89", "90"),
     "13": ("75", "80", "86", "87", "89", "90", "100", "103", "110", "120", "121"),
 }
-#: CMake cache variable of each axis (selector_backend.cmake_config.cmake_defines).
+#: CMake cache variable of each axis (selector_backend.install.cmake_config.cmake_defines).
 HVD_CMAKE = {
     "target": "HVD_TARGET",
     "cuda": "HVD_CUDA",

@@ -1,0 +1,1 @@
+"""Subcommands of ``hvd-selector``; see selector_backend.cli.main for the protocol."""

@@ -1,0 +1,83 @@
+"""Options shared by every command that resolves, and how they become Settings."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from selector_backend.engine.catalog import Catalog
+    from selector_backend.engine.host import HostProfile
+    from selector_backend.engine.policy import Selector
+    from selector_backend.settings import Settings
+
+
+def add_resolution_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--host-profile",
+        metavar="FILE",
+        help="resolve for the HostProfile JSON in FILE instead of this machine (missing fields mean absent)",
+    )
+    parser.add_argument(
+        "--selector",
+        metavar="SEL",
+        help="auto (default), cpu, gpu-nvidia, and/or pins like 'tensor_ops=mpi cuda_arch=80'",
+    )
+    parser.add_argument("--catalog", type=Path, metavar="FILE", help="variant catalog (default: the project's)")
+    parser.add_argument(
+        "-C",
+        "--config-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any setting, as pip's -C (e.g. -C target=x86_64_v3); highest precedence",
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    from selector_backend.errors import InputError
+    from selector_backend.settings import load_settings
+
+    cli: dict[str, str] = {}
+    for item in getattr(args, "config_setting", []) or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"-C {item!r}: expected KEY=VALUE")
+        cli[key.strip()] = value
+    if getattr(args, "host_profile", None):
+        cli["host-profile"] = args.host_profile
+    if getattr(args, "selector", None) is not None:
+        cli["selector"] = args.selector
+    return load_settings(cli)
+
+
+def catalog_from_args(args: argparse.Namespace) -> Catalog:
+    from selector_backend.engine.catalog import load_catalog
+
+    return load_catalog(getattr(args, "catalog", None))
+
+
+class Context(NamedTuple):
+    """What every resolving command needs, built in the order errors should surface."""
+
+    settings: Settings
+    catalog: Catalog
+    selector: Selector
+    host: HostProfile
+
+
+def resolution_context(args: argparse.Namespace) -> Context:
+    """Settings, catalog and selector (bad input fails before detection runs), then the host."""
+    from selector_backend.engine.policy import parse_selector
+
+    settings = settings_from_args(args)
+    catalog = catalog_from_args(args)
+    selector = parse_selector(settings.selector, catalog)
+    return Context(settings, catalog, selector, host_from_settings(settings))
+
+
+def host_from_settings(settings: Settings) -> HostProfile:
+    from selector_backend.settings import host_profile_for
+
+    return host_profile_for(settings)

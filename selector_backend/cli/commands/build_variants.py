@@ -1,0 +1,158 @@
+"""``build-variants``: build the variants this machine can build and publish a variant index."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from selector_backend.publishing.publish import Published
+
+NAME = "build-variants"
+HELP = "build this machine's buildable prebuilt variants (auditwheel-repaired) and publish a variant index"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--index",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="variant index root to publish into (readers use DIR/simple)",
+    )
+    parser.add_argument("--catalog", type=Path, default=None, help="catalog TOML (default: the project's)")
+    parser.add_argument(
+        "--entry", action="append", default=[], metavar="NAME", help="only this [[prebuilt]] entry (repeatable)"
+    )
+    parser.add_argument(
+        "--plan", type=Path, default=None, metavar="PLAN.json", help="only the variants of a `hvd-selector plan` result"
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="'AXIS=VALUE ...'",
+        help="build exactly this variant (repeatable; missing axes take defaults)",
+    )
+    parser.add_argument(
+        "--wheelhouse",
+        type=Path,
+        default=Path("wheelhouse"),
+        help="where built and repaired wheels are kept (default: ./wheelhouse)",
+    )
+    parser.add_argument(
+        "--source",
+        type=Path,
+        default=None,
+        help="project source tree to build (default: the one this command runs from)",
+    )
+    parser.add_argument("--no-repair", action="store_true", help="skip auditwheel repair (linux_* tags)")
+    parser.add_argument(
+        "--isolated", action="store_true", help="build in an isolated environment (downloads build requirements)"
+    )
+    parser.add_argument("--sdist", type=Path, action="append", default=[], help="also publish this sdist")
+    parser.add_argument(
+        "--publish-only",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="build nothing: publish the wheels (and sdists) already in DIR",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="say what would be built or skipped, and why")
+
+
+def run(args: argparse.Namespace) -> int:
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.errors import InputError
+    from selector_backend.publishing import matrix, publish
+
+    catalog = load_catalog(args.catalog)
+    if args.publish_only is not None:
+        if not args.publish_only.is_dir():
+            raise InputError(f"--publish-only {args.publish_only}: not a directory")
+        # Recursive: CI downloads each job's artifact into its own folder, because
+        # every variant's wheel has the same standard file name.
+        wheels = _files(args.publish_only, "*.whl")
+        sdists = _files(args.publish_only, "*.tar.gz") + list(args.sdist)
+        if not wheels:
+            raise InputError(f"--publish-only {args.publish_only}: no wheels there")
+        done = publish.publish(wheels, args.index, catalog, sdists=sdists)
+        _report(done, args.index, publish.normalize(catalog.name))
+        return 0
+
+    if args.variant:
+        selection = [("cli", catalog.parse_variant(text, fill_defaults=True)) for text in args.variant]
+    else:
+        selection = matrix.select_entries(catalog, args.entry)
+        if args.plan is not None:
+            from selector_backend.publishing.fleet import load_plan_variants
+
+            selection = matrix.restrict_to(
+                selection, load_plan_variants(args.plan, catalog), catalog, source=str(args.plan)
+            )
+    jobs = matrix.expand(catalog, selection, limit=10**6)
+    todo: list[tuple[matrix.Job, str | None]] = []
+    skipped: list[tuple[matrix.Job, str | None]] = []
+    py = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    have = {(label, name.split("-")[2]) for name, label in publish.published_wheels(args.index, catalog).items()}
+    for job in jobs:
+        if (job.label, py) in have:
+            skipped.append((job, f"already published for {py} (published files are immutable)"))
+            continue
+        why = publish.why_not_buildable(job.variant, catalog)
+        (skipped if why else todo).append((job, why))
+    for job, why in skipped:
+        print(f"skip {job.name}: {why}", file=sys.stderr)
+    if not todo and any(why and why.startswith("already published") for _, why in skipped):
+        done = publish.publish([], args.index, catalog, sdists=args.sdist)
+        _report(done, args.index, publish.normalize(catalog.name))
+        return 0
+    if not todo:
+        raise InputError(
+            f"none of the {len(jobs)} selected variants can be built on this machine "
+            "(see the skip lines); choose others with --entry/--variant"
+        )
+    if args.dry_run:
+        for job, _ in todo:
+            print(f"would build {job.name}: {job.variant_string}")
+        return 0
+
+    from selector_backend import PACKAGE_DIR
+
+    source = args.source or PACKAGE_DIR.parent
+    bar = publish.Progress(len(todo), "building")
+    built = []
+    with tempfile.TemporaryDirectory(prefix="hvd-raw-") as raw_root:
+        for job, _ in todo:
+            # One folder per variant: every variant's wheel has the same standard name.
+            final = args.wheelhouse / job.label
+            if args.no_repair:
+                wheel = publish.build_one(
+                    job.variant, final, source_dir=source, catalog=catalog, isolated=args.isolated
+                )
+            else:
+                raw = publish.build_one(
+                    job.variant, Path(raw_root) / job.label, source_dir=source, catalog=catalog, isolated=args.isolated
+                )
+                wheel = publish.repair(raw, final, job.auditwheel_excludes, job.isa_check)
+            publish.check_built(wheel, job.variant, catalog)
+            built.append(wheel)
+            bar.step(job.name)
+    done = publish.publish(built, args.index, catalog, sdists=args.sdist)
+    _report(done, args.index, publish.normalize(catalog.name))
+    return 0
+
+
+def _files(folder: Path, pattern: str) -> list[Path]:
+    """Files below ``folder`` (recursive), skipping hidden folders such as work dirs."""
+    return sorted(
+        p for p in folder.rglob(pattern) if not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
+
+
+def _report(done: Published, index: Path, project: str) -> None:
+    state = "updated" if done.changed else "unchanged"
+    print(f"variant index {state}: {index / 'simple' / project}/ lists {len(done.files)} files ({len(done.added)} new)")

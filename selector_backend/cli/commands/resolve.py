@@ -1,0 +1,120 @@
+"""``resolve``: rank every candidate for this host and say which one fits best."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from selector_backend.cli.commands._common import add_resolution_arguments, resolution_context
+
+if TYPE_CHECKING:
+    from selector_backend.engine.resolve import Resolution
+
+NAME = "resolve"
+EXPLAIN_TOP = 10
+HELP = "rank the prebuilt variants for this machine (or --host-profile) and select the best"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="machine-readable resolution")
+    out.add_argument(
+        "--explain", action="store_true", help=f"the top {EXPLAIN_TOP} candidates with their reasons (--all: every one)"
+    )
+    parser.add_argument("--all", action="store_true", help="with --explain: every candidate, however many")
+    parser.add_argument(
+        "--require-prebuilt",
+        action="store_true",
+        help="exit 3 when no prebuilt candidate fits (instead of naming a source build)",
+    )
+    parser.add_argument(
+        "--index-url",
+        metavar="URL",
+        help="rank the wheels of this variant index instead of the catalog's prebuilt matrix",
+    )
+    add_resolution_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from selector_backend.engine.resolve import resolve
+    from selector_backend.engine.sources import catalog_matrix
+    from selector_backend.errors import NothingFitsError
+
+    settings, catalog, selector, host = resolution_context(args)
+    urls = [args.index_url] if args.index_url else list(settings.get("index-url"))
+    if urls:
+        from selector_backend.engine.sources import index_candidates
+
+        candidates = list(index_candidates(urls, catalog, host, settings))
+    else:
+        candidates = list(catalog_matrix(catalog))
+    resolution = resolve(host, candidates, catalog, selector)
+    if not urls and not args.json:
+        print(
+            "note: no variant index is configured, so this ranks the catalog's prebuilt matrix, which is not "
+            "what pip will install; pass --index-url URL (the index pip uses) to check that"
+        )
+    if args.json:
+        # indented for a person at a terminal; compact (and several times faster) for a program
+        print(json.dumps(resolution.to_json(), indent=2 if sys.stdout.isatty() else None))
+    elif args.explain:
+        print_explain(resolution, None if args.all else EXPLAIN_TOP)
+    else:
+        print_summary(resolution)
+    if resolution.selected is None and resolution.source_build is None:
+        raise NothingFitsError(
+            f"nothing fits this host with selector {resolution.selector}: no prebuilt variant and no source build "
+            "(see the notes above)"
+        )
+    if resolution.selected is None and args.require_prebuilt:
+        raise NothingFitsError(
+            "no prebuilt variant fits this host (see --explain); without "
+            "--require-prebuilt the source build above would be used"
+        )
+    return 0
+
+
+def print_summary(resolution: Resolution) -> None:
+    from selector_backend.engine.variant import format_variant
+
+    if resolution.selected is not None:
+        sel = resolution.selected
+        print(f"selected: {format_variant(sel.variant)}  [{sel.candidate.source}]")
+        for reason in sel.reasons:
+            print(f"  + {reason}")
+    else:
+        print("selected: nothing prebuilt fits this host")
+        for cand in resolution.candidates[:3]:
+            print(f"  - {format_variant(cand.variant)}: {cand.reasons[0] if cand.reasons else ''}")
+    if resolution.selected is None and resolution.source_build is not None:
+        print(f"source build would target: {format_variant(resolution.source_build)}")
+    for note in resolution.notes:
+        print(f"note: {note}")
+    count = sum(1 for c in resolution.candidates if c.compatible)
+    print(
+        f"{count} of {len(resolution.candidates)} candidates fit (selector: {resolution.selector}); "
+        "--explain shows the best, --explain --all every one"
+    )
+
+
+def print_explain(resolution: Resolution, top: int | None = None) -> None:
+    """The first ``top`` candidates (every one when None) with their reasons, and a count of the rest."""
+    from selector_backend.engine.variant import format_variant
+
+    shown = resolution.candidates if top is None else resolution.candidates[:top]
+    for rank, cand in enumerate(shown, 1):
+        mark = "ok " if cand.compatible else "no "
+        chosen = " <= selected" if cand is resolution.selected else ""
+        print(f"{rank:>3}. {mark} {format_variant(cand.variant)}  [{cand.candidate.source}]{chosen}")
+        for reason in cand.reasons:
+            print(f"          {reason}")
+    hidden = len(resolution.candidates) - len(shown)
+    if hidden:
+        fit = sum(1 for c in resolution.candidates[len(shown) :] if c.compatible)
+        print(f"  ... {hidden} more candidates ({fit} of them fit); --explain --all shows every one")
+    if resolution.source_build is not None:
+        print(f"source build would target: {format_variant(resolution.source_build)}")
+    for note in resolution.notes:
+        print(f"note: {note}")

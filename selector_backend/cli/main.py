@@ -1,0 +1,123 @@
+"""The ``hvd-selector`` command line: one module per subcommand.
+
+Each module in ``selector_backend.cli.commands`` defines NAME, HELP,
+``add_arguments(parser)`` and ``run(args) -> int`` and keeps heavy imports
+inside ``run`` so ``--help`` and every command start fast. Errors derived
+from SelectorError print one line and exit with their documented code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from selector_backend.errors import EXIT_INTERNAL, SelectorError
+
+# Order is the order of `hvd-selector --help`.
+COMMAND_MODULES = (
+    "detect",
+    "resolve",
+    "build_info",
+    "doctor",
+    "run",
+    "matrix",
+    "plan",
+    "build_variants",
+    "spack",
+    "horovod_env",
+    "cmake_config",
+)
+
+PROG = "hvd-selector"
+
+
+def _load_commands(only: str | None = None) -> list[Any]:
+    """Import the command modules (just one when the command is known: cold start)."""
+    names: tuple[str, ...] = COMMAND_MODULES
+    if only is not None and only.replace("-", "_") in COMMAND_MODULES:
+        names = (only.replace("-", "_"),)
+    modules = []
+    for name in names:
+        try:
+            modules.append(importlib.import_module(f"selector_backend.cli.commands.{name}"))
+        except ModuleNotFoundError as exc:
+            if exc.name != f"selector_backend.cli.commands.{name}":
+                raise
+    return modules
+
+
+def _version() -> str:
+    """The installed distribution's version; a source checkout's catalog version otherwise."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hvd-selector")
+    except PackageNotFoundError:
+        from selector_backend.engine.catalog import load_catalog
+
+        return f"{load_catalog().version} (source checkout)"
+
+
+class _VersionAction(argparse.Action):
+    """--version, looked up only when asked (cold start stays cheap)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(f"{PROG} {_version()}")
+        parser.exit(0)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Detect this machine, pick the matching build of the hvd-selector collective "
+        "library, and drive builds, CI matrices and Spack/Horovod settings from one variant catalog.",
+        epilog="Exit codes: 0 ok, 2 bad input, 3 nothing fits (with --require-prebuilt), "
+        "4 an outside failure (network, hash, toolchain). See docs/reference/cli.md.",
+    )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in _load_commands(only):
+        command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        command.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = argv[0] if argv and not argv[0].startswith("-") else None
+    parser = build_parser(first)
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args))
+    except SelectorError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug: one line unless debugging
+        if os.environ.get("HVD_SELECTOR_DEBUG"):
+            raise
+        print(
+            f"{PROG}: internal error: {type(exc).__name__}: {exc} "
+            "(set HVD_SELECTOR_DEBUG=1 for a traceback and report it)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+def entry_point() -> None:
+    sys.exit(main())

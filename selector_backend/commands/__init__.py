@@ -1,1 +1,0 @@
-"""Subcommands of ``hvd-selector``; see selector_backend.cli for the protocol."""

@@ -1,0 +1,51 @@
+"""Which NCCL a GPU build uses: the NCCL wheel of the build's own CUDA line.
+
+Metadata is identical for every variant, so the backend cannot add the right
+NCCL wheel as a dependency. Instead each CUDA line has its own extra
+(``gpu-nvidia-cu12`` -> ``nvidia-nccl-cu12``), the runtime loads NCCL lazily
+(the wheel in site-packages, e.g. the one PyTorch installed, else the
+system's libnccl.so.2), and the backend and ``doctor`` name the extra that
+pairs with the build they chose or found.
+"""
+
+from __future__ import annotations
+
+from selector_backend.engine.variant import Variant
+
+NCCL_WHEEL = {"12": "nvidia-nccl-cu12", "13": "nvidia-nccl-cu13"}
+
+
+def nccl_line(dist: str) -> str | None:
+    """The CUDA major line of an NCCL wheel name (``nvidia-nccl-cu12`` -> ``12``)."""
+    for line, name in NCCL_WHEEL.items():
+        if dist.lower() == name:
+            return line
+    return None
+
+
+def extra_for(variant: Variant) -> str | None:
+    """The extra that brings this build's NCCL, or None for a build without NCCL."""
+    cuda = str(variant["cuda"])
+    return f"gpu-nvidia-cu{cuda}" if variant["tensor_ops"] == "nccl" and cuda in NCCL_WHEEL else None
+
+
+def pair_problems(variant: Variant, nccl_dists: list[str], driver_cuda: str | None) -> list[str]:
+    """Why ``variant`` + the installed NCCL wheels do not work on a driver (empty: they do)."""
+    extra = extra_for(variant)
+    if extra is None:
+        return []
+    cuda = str(variant["cuda"])
+    problems = []
+    lines = {d: nccl_line(d) for d in nccl_dists}
+    if cuda not in lines.values():
+        have = ", ".join(nccl_dists) or "no NCCL wheel"
+        problems.append(
+            f"this cuda={cuda} build needs {NCCL_WHEEL[cuda]} and the environment has {have} "
+            f"(pip install 'hvd-selector[{extra}]', or a system NCCL for CUDA {cuda})"
+        )
+    for dist, line in lines.items():
+        if line is not None and line != cuda:
+            problems.append(f"{dist} is NCCL for CUDA {line}, not this cuda={cuda} build's line (pip uninstall {dist})")
+        if line is not None and driver_cuda is not None and int(driver_cuda.split(".")[0]) < int(line):
+            problems.append(f"{dist} needs a driver for CUDA {line}.0 or newer; this driver supports {driver_cuda}")
+    return problems

@@ -1,0 +1,403 @@
+"""The PEP 517 build backend: a verified prebuilt variant, or an exact source build.
+
+pip runs each hook in a fresh process; the first one decides the plan
+(detection + resolution) and the others of the same install reuse it
+(``plan_reuse``); the chosen prebuilt wheel is downloaded
+and verified into the shared cache by ``get_requires_for_build_wheel``, so
+``build_wheel`` only copies it. Metadata is static and identical for every
+variant. Errors print one line and exit with the documented code instead of
+a traceback inside pip's output.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+from selector_backend.errors import (
+    EXIT_INTERNAL,
+    ExternalError,
+    IntegrityError,
+    NothingFitsError,
+    SelectorError,
+)
+
+T = TypeVar("T")
+ConfigSettings = Mapping[str, Any] | None
+
+
+class Plan(NamedTuple):
+    """What this install will do, and why (shown with pip -v)."""
+
+    kind: str  # "prebuilt" or "source"
+    variant: Any  # Variant
+    reason: str
+    settings: Any  # settings.Settings the decision was made with
+    host: Any  # host.HostProfile it was made for (build_requires needs it too)
+    candidate: Any = None  # resolve.Ranked for a prebuilt plan
+
+    def must_fail(self, exc: ExternalError) -> bool:
+        """True when a failure may not fall back to a source build (tampering, never-build)."""
+        return isinstance(exc, IntegrityError) or self.settings.get("build-policy") == "never-build"
+
+
+def _clean_errors(hook: Callable[..., T]) -> Callable[..., T]:
+    """SelectorError -> one line on stderr and its exit code (pip shows both)."""
+
+    @functools.wraps(hook)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        from selector_backend.install.console import hook as in_hook
+
+        try:
+            with in_hook():
+                return hook(*args, **kwargs)
+        except SelectorError as exc:
+            if os.environ.get("HVD_SELECTOR_DEBUG"):
+                raise
+            print(f"hvd-selector: error: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(exc.exit_code) from None
+        except Exception as exc:  # a bug: one line, as the CLI does, unless debugging
+            if os.environ.get("HVD_SELECTOR_DEBUG"):
+                raise
+            print(
+                f"hvd-selector: internal error: {type(exc).__name__}: {str(exc)[:300]} "
+                "(set HVD_SELECTOR_DEBUG=1 for a traceback and report it)",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise SystemExit(EXIT_INTERNAL) from None
+
+    return wrapper
+
+
+# ------------------------------------------------------------------ configuration
+@functools.lru_cache(maxsize=1)
+def _pyproject() -> dict[str, Any]:
+    from selector_backend.files.tomlfile import load_toml
+
+    path = Path("pyproject.toml")
+    return load_toml(path).data if path.is_file() else {}
+
+
+def _settings(config_settings: ConfigSettings) -> Any:
+    from selector_backend.settings import load_settings
+
+    tool = _pyproject().get("tool", {}).get("hvd-selector", {})
+    return load_settings(dict(config_settings or {}), pyproject=tool)
+
+
+def make_plan(config_settings: ConfigSettings, *, editable: bool = False) -> Plan:
+    """This install's plan: decided by its first hook, reused by the others (``plan_reuse``)."""
+    from selector_backend.engine.catalog import default_catalog_path
+    from selector_backend.install import plan_reuse
+    from selector_backend.settings import config_file_candidates
+
+    settings = _settings(config_settings)
+    key = plan_reuse.plan_key(
+        config_settings,
+        editable=editable,
+        catalog_path=default_catalog_path(),
+        config_files=config_file_candidates(),
+        host_profile=settings.get("host-profile"),
+    )
+    stored = plan_reuse.load(settings.cache_dir, key)
+    if stored is not None:
+        plan = _plan_from_json(stored, settings)
+        if plan is not None:
+            plan_reuse.trace("plan-reused", kind=plan.kind)
+            return plan
+    plan = _decide(settings, editable)
+    plan_reuse.trace("plan-computed", kind=plan.kind)
+    plan_reuse.store(settings.cache_dir, key, _plan_to_json(plan))
+    return plan
+
+
+def _plan_to_json(plan: Plan) -> dict[str, Any]:
+    candidate = None
+    if plan.candidate is not None:
+        cand = plan.candidate.candidate
+        candidate = {"source": cand.source, "extra": dict(cand.extra)}
+    return {
+        "kind": plan.kind,
+        "variant": plan.variant.to_json(),
+        "reason": plan.reason,
+        "host": plan.host.to_json(),
+        "candidate": candidate,
+    }
+
+
+def _plan_from_json(data: Mapping[str, Any], settings: Any) -> Plan | None:
+    """A stored plan back as a Plan, or None when it does not read (then the plan is decided again)."""
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.engine.host import HostProfile
+    from selector_backend.engine.resolve import Candidate, Ranked
+
+    try:
+        catalog = load_catalog()
+        variant = catalog.make_variant(catalog.parse_assignments(data["variant"]))
+        host = HostProfile.from_json(data["host"], source="stored plan")
+        ranked = None
+        if data["candidate"] is not None:
+            extra = {str(k): str(v) for k, v in data["candidate"]["extra"].items()}
+            ranked = Ranked(Candidate(variant, str(data["candidate"]["source"]), extra), True, ())
+        if data["kind"] not in ("prebuilt", "source") or (data["kind"] == "prebuilt") != (ranked is not None):
+            return None
+        return Plan(str(data["kind"]), variant, str(data["reason"]), settings, host, ranked)
+    except (SelectorError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _decide(settings: Any, editable: bool) -> Plan:
+    """Decide prebuilt vs source for this install; fetch nothing but index pages.
+
+    Editable installs always build from source (a development checkout).
+    """
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.engine.policy import parse_selector
+    from selector_backend.engine.resolve import ideal_variant, resolve
+    from selector_backend.engine.variant import format_variant
+    from selector_backend.install.console import warn
+    from selector_backend.settings import host_profile_for
+
+    catalog = load_catalog()
+    forced = settings.get("variant")
+    if forced:
+        variant = catalog.parse_variant(forced, fill_defaults=True)
+        why = f"variant {format_variant(variant)} requested by {settings.origins.get('variant')}"
+        return Plan("source", variant, why, settings, host_profile_for(settings))
+    selector = parse_selector(settings.selector, catalog)
+    host = host_profile_for(settings)
+    policy = settings.get("build-policy")
+    if editable or policy == "always-build":
+        why = "an editable install builds from source" if editable else "build-policy is always-build"
+        return Plan("source", ideal_variant(host, catalog, selector), why, settings, host)
+    urls = settings.get("index-url")
+    why_not = "no variant index is configured (set index-url)"
+    if urls:
+        from selector_backend.engine.sources import index_candidates
+
+        try:
+            candidates = list(index_candidates(urls, catalog, host, settings))
+        except ExternalError as exc:
+            if isinstance(exc, IntegrityError) or policy == "never-build":
+                raise
+            warn(f"the variant index could not be read ({exc}); falling back to a source build")
+            candidates = []
+            why_not = f"the variant index could not be read ({exc})"
+        else:
+            resolution = resolve(host, candidates, catalog, selector)
+            gpu_source = _gpu_host_fallback(resolution, policy)
+            if gpu_source is not None:
+                return Plan("source", gpu_source, resolution.notes[0], settings, host)
+            if resolution.selected is not None:
+                chosen = resolution.selected
+                return Plan("prebuilt", chosen.variant, "; ".join(chosen.reasons), settings, host, chosen)
+            why_not = f"none of the {len(candidates)} prebuilt variants fits" + (
+                f" (best: {resolution.candidates[0].reasons[0]})" if resolution.candidates else ""
+            )
+    if policy == "never-build":
+        raise NothingFitsError(f"{why_not}, and build-policy is never-build")
+    return Plan("source", ideal_variant(host, catalog, selector), why_not, settings, host)
+
+
+CACHE_HINT = "pip install --no-cache-dir --force-reinstall"
+
+
+def _gpu_host_fallback(resolution: Any, policy: str | None) -> Any:
+    """On a GPU host with no fitting GPU prebuilt, ``auto`` builds the GPU source build
+    when the CUDA toolchain is here (else installs the CPU build, loudly).
+
+    Returns that GPU variant, or None to go on with the CPU prebuilt; the
+    warning (resolve.gpu_host_warning) goes to the console either way.
+    """
+    from selector_backend.install.build import missing_toolchain
+    from selector_backend.install.console import notice
+
+    warning = next((n for n in resolution.notes if n.startswith("WARNING: this host has")), None)
+    if warning is None:
+        return None
+    notice(warning)
+    source = resolution.source_build
+    if (
+        policy == "never-build"
+        or source is None
+        or source["cuda"] == "none"
+        or resolution.selector.wants_gpu() is False
+    ):
+        return None
+    missing = missing_toolchain(source)
+    if missing:
+        notice(f"WARNING: installing the CPU build: the GPU source build needs {'; '.join(missing)}")
+        return None
+    notice("the CUDA toolchain is present: building the GPU source build instead of the CPU prebuilt")
+    return source
+
+
+def _announce(plan: Plan) -> None:
+    from selector_backend.engine.nccl_pairing import NCCL_WHEEL, extra_for
+    from selector_backend.engine.variant import format_variant
+    from selector_backend.install.console import notice
+
+    if plan.kind == "prebuilt":
+        extra = plan.candidate.candidate.extra
+        notice(f"selected prebuilt {format_variant(plan.variant)} ({extra.get('filename')}) because: {plan.reason}")
+    else:
+        notice(f"source build of {format_variant(plan.variant)} because: {plan.reason}")
+    nccl_extra = extra_for(plan.variant)
+    if nccl_extra:
+        cuda = str(plan.variant["cuda"])
+        notice(
+            f"this cuda={cuda} build loads NCCL at run time from {NCCL_WHEEL[cuda]} (PyTorch's CUDA {cuda} wheels "
+            f"bring it) or the system's libnccl.so.2; without either: pip install 'hvd-selector[{nccl_extra}]'"
+        )
+    installed = _installed_variant()
+    if installed is not None and installed != plan.variant:
+        notice(
+            f"warning: the installed build is {format_variant(installed)}; this install chose another. pip keys "
+            f"its wheel cache by the sdist alone and reuses a cached wheel of another variant without running this "
+            f"backend, so whenever you change a choice use {CACHE_HINT} (hvd-selector doctor checks the result)"
+        )
+
+
+def _installed_variant() -> Any:
+    """The variant installed in the environment pip installs into, or None.
+
+    pip runs the hooks with the target interpreter (only sys.path is isolated),
+    so sysconfig's purelib is the target site-packages.
+    """
+    import sysconfig
+
+    from selector_backend.engine import variant_json
+    from selector_backend.engine.catalog import load_catalog
+
+    path = Path(sysconfig.get_paths()["purelib"]) / "hvd_selector" / "variant.json"
+    try:
+        return variant_json.parse(path.read_text(encoding="utf-8"), load_catalog(), source=str(path))[1]
+    except (OSError, UnicodeDecodeError, SelectorError):
+        return None
+
+
+def _fetch_prebuilt(plan: Plan) -> Path:
+    from selector_backend.install.fetch import cached_download
+
+    settings = plan.settings
+    extra = plan.candidate.candidate.extra
+    return cached_download(
+        extra["url"],
+        extra["sha256"],
+        extra["filename"],
+        settings.cache_dir,
+        deadline=settings.get("download-timeout"),
+        **settings.fetch_options(),
+    )
+
+
+# ------------------------------------------------------------------ PEP 517 hooks
+@_clean_errors
+def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
+    from selector_backend.install.build import build_requires, check_toolchain
+    from selector_backend.install.console import warn
+
+    plan = make_plan(config_settings)
+    _announce(plan)
+    if plan.kind == "prebuilt":
+        try:
+            _fetch_prebuilt(plan)  # warm the verified cache now; build_wheel copies it
+            return []
+        except ExternalError as exc:
+            if plan.must_fail(exc):
+                raise
+            warn(f"download failed ({exc}); build_wheel will fall back to a source build")
+    check_toolchain(plan.variant, plan.host)  # before pip downloads the build requirements (NCCL: ~350 MB)
+    return build_requires(plan.variant, plan.host)
+
+
+@_clean_errors
+def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> list[str]:
+    from selector_backend.install.build import build_requires, check_toolchain
+
+    plan = make_plan(config_settings, editable=True)
+    check_toolchain(plan.variant, plan.host)
+    return build_requires(plan.variant, plan.host)
+
+
+@_clean_errors
+def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list[str]:
+    # archspec, packaging and tomli are copied into the sdist (selector_backend.install.sdist.vendored_files)
+    return ["scikit-build-core>=0.10", "archspec>=0.2.5", "packaging>=22", "tomli>=1.1"]
+
+
+@_clean_errors
+def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: ConfigSettings = None) -> str:
+    from selector_backend.install.metadata import write_dist_info
+
+    return write_dist_info(Path(metadata_directory), _pyproject())
+
+
+prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
+
+
+@_clean_errors
+def build_wheel(
+    wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None
+) -> str:
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.install import build
+    from selector_backend.install.console import warn
+
+    plan = make_plan(config_settings)
+    _announce(plan)
+    catalog = load_catalog()
+    if plan.kind == "prebuilt":
+        try:
+            return _install_prebuilt(plan, catalog, Path(wheel_directory))
+        except ExternalError as exc:
+            if plan.must_fail(exc):
+                raise
+            warn(f"prebuilt wheel unavailable ({exc}); falling back to a source build")
+    return build.build_wheel(plan.variant, catalog, wheel_directory)
+
+
+def _install_prebuilt(plan: Plan, catalog: Any, wheel_directory: Path) -> str:
+    """Verified cached wheel -> wheel_directory under the standard (label-free) name."""
+    from selector_backend.engine.wheelname import standard_filename
+    from selector_backend.install.build import log, verify_wheel_variant
+    from selector_backend.install.fetch import copy_verified
+
+    extra = plan.candidate.candidate.extra
+    cached = _fetch_prebuilt(plan)
+    verify_wheel_variant(cached, plan.variant, catalog)
+    name = standard_filename(extra["filename"])
+    copy_verified(cached, extra["sha256"], wheel_directory / name)
+    log(f"installed prebuilt variant {extra.get('label')} as {name} (sha256 {extra['sha256'][:16]}… verified)")
+    return name
+
+
+@_clean_errors
+def build_editable(
+    wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None
+) -> str:
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.install import build
+
+    plan = make_plan(config_settings, editable=True)
+    _announce(plan)
+    return build.build_wheel(plan.variant, load_catalog(), wheel_directory, editable=True)
+
+
+@_clean_errors
+def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) -> str:
+    """scikit-build-core's sdist; ``-C index-url=...`` is embedded as the sdist's default index."""
+    import scikit_build_core.build as skbuild
+
+    settings = _settings(config_settings)
+    from selector_backend.install.sdist import finish_sdist
+
+    name = str(skbuild.build_sdist(sdist_directory, None))
+    urls = settings.get("index-url") if "index-url" in (config_settings or {}) else ()
+    finish_sdist(Path(sdist_directory) / name, tuple(urls))
+    return name

@@ -1,0 +1,188 @@
+"""The source-build fallback: exactly the resolved variant, through scikit-build-core.
+
+The variant reaches CMake as ``cmake.define.HVD_*`` config settings (comma-
+joined lists: SKBUILD_CMAKE_DEFINE splits on ';'); CMake asks
+``cmake-config`` for flags and writes variant.json into the wheel. Before
+anything compiles, ``check_toolchain`` names whatever is missing and how to
+get it, so a user sees one line instead of a CMake log.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from selector_backend.engine import variant_json
+from selector_backend.engine.catalog import Catalog
+from selector_backend.engine.host import HostProfile
+from selector_backend.engine.nccl_pairing import NCCL_WHEEL
+from selector_backend.engine.variant import Variant, format_variant
+from selector_backend.errors import ExternalError, IntegrityError
+from selector_backend.install.cmake_config import cmake_defines
+from selector_backend.install.wheelcheck import read_member
+
+BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.0", "cmake>=3.24", "ninja")
+#: Where GlooConfig.cmake sits under a prefix (CMake's config-mode search layouts).
+GLOO_CONFIG_UNDER_PREFIX = ("share/cmake/Gloo", "lib*/cmake/Gloo", "lib/*/cmake/Gloo")
+GLOO_SYSTEM_PREFIXES = ("/usr", "/usr/local")
+
+
+def log(message: str) -> None:
+    """Backend progress: pip shows it with ``pip install -v``."""
+    print(f"hvd-selector: {message}", file=sys.stderr, flush=True)
+
+
+def _mpi_wheel(host: HostProfile | None) -> str | None:
+    """The MPI runtime's pip distribution name when the host's MPI is a pip wheel."""
+    mpi = host.library("mpi") if host is not None else None
+    if mpi is not None and (mpi.location or "").startswith("pip wheel ") and mpi.implementation:
+        return (mpi.location or "").split()[2]
+    return None
+
+
+def build_requires(variant: Variant, host: HostProfile) -> list[str]:
+    """What the isolated build environment needs for this variant (nothing more)."""
+    from selector_backend.engine.catalog import load_catalog
+
+    needs = list(BASE_BUILD_REQUIRES)
+    uses = load_catalog().libraries_of(variant)
+    if "mpi" in uses:
+        dist = _mpi_wheel(host)
+        if dist:
+            mpi = host.library("mpi")
+            needs.append(f"{dist}=={mpi.version}" if mpi and mpi.version else dist)
+    cuda = str(variant["cuda"])
+    if cuda in NCCL_WHEEL and "nccl" in uses:
+        needs.append(NCCL_WHEEL[cuda])
+    return needs
+
+
+def _which_any(*names: str) -> str | None:
+    for name in names:
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def gloo_config_found(environ: Mapping[str, str]) -> bool:
+    """GlooConfig.cmake where find_package(Gloo) looks: Gloo_DIR, under a CMAKE_PREFIX_PATH
+    entry (a Spack build hands the Gloo it built that way), or a system prefix."""
+    gloo_dir = environ.get("Gloo_DIR")
+    if gloo_dir and os.path.isfile(os.path.join(gloo_dir, "GlooConfig.cmake")):
+        return True
+    prefixes = [p for p in environ.get("CMAKE_PREFIX_PATH", "").split(os.pathsep) if p] + list(GLOO_SYSTEM_PREFIXES)
+    return any(glob.glob(os.path.join(p, d, "GlooConfig.cmake")) for p in prefixes for d in GLOO_CONFIG_UNDER_PREFIX)
+
+
+def nvcc_release(nvcc: str) -> str | None:
+    """``major.minor`` of an nvcc (``nvcc --version``), or None when it does not answer."""
+    import re
+    import subprocess
+
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    release = re.search(r"release (\d+)\.(\d+)", out)
+    return f"{release.group(1)}.{release.group(2)}" if release else None
+
+
+def missing_toolchain(variant: Variant, host: HostProfile | None = None) -> list[str]:
+    """Each missing tool or library, phrased as what to install.
+
+    ``host`` lets a pip-wheel MPI count as present: the build requirements bring it.
+    """
+    problems = []
+    if not _which_any(os.environ.get("CXX", ""), "c++", "g++", "clang++"):
+        problems.append("a C++17 compiler (apt install g++, or set CXX)")
+    from selector_backend.engine.catalog import load_catalog
+
+    uses = load_catalog().libraries_of(variant)
+    if "gloo" in uses and not gloo_config_found(os.environ):
+        problems.append("Gloo (apt install libgloo-dev, or recipes/gloo/; or set Gloo_DIR or CMAKE_PREFIX_PATH)")
+    if "mpi" in uses and not _mpi_wheel(host) and not _which_any(os.environ.get("MPICC", ""), "mpicc"):
+        problems.append("MPI with mpicc (pip install mpich, or apt install libmpich-dev; see recipes/mpi/)")
+    cuda = str(variant["cuda"])
+    if cuda != "none":
+        nvcc = _which_any(os.environ.get("CUDACXX", ""), "nvcc", "/usr/local/cuda/bin/nvcc")
+        have = nvcc_release(nvcc) if nvcc else None
+        if nvcc is None:
+            problems.append(f"the CUDA {cuda} toolkit with nvcc (see recipes/cuda/; or set CUDACXX)")
+        elif have is None or have.split(".")[0] != cuda:
+            problems.append(
+                f"the CUDA {cuda} toolkit: {nvcc} is CUDA {have or 'of unknown version'}, and a cuda={cuda} "
+                f"build needs CUDA {cuda}.x nvcc (see recipes/cuda/; set CUDACXX to it)"
+            )
+    return problems
+
+
+def check_toolchain(variant: Variant, host: HostProfile | None = None) -> None:
+    """Fail with one line (exit 4) before anything is downloaded or compiled."""
+    problems = missing_toolchain(variant, host)
+    if problems:
+        raise ExternalError(
+            f"cannot build {format_variant(variant)} from source: missing {'; '.join(problems)}. "
+            "Install them, or choose a variant this machine can build "
+            "(e.g. -C selector=cpu, or -C variant='tensor_ops=gloo ...')."
+        )
+
+
+def skbuild_settings(variant: Variant, catalog: Catalog, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    settings: dict[str, Any] = {f"cmake.define.{k}": v for k, v in cmake_defines(variant, catalog).items()}
+    settings.update(extra or {})
+    return settings
+
+
+def verify_wheel_variant(wheel: Path, variant: Variant, catalog: Catalog) -> None:
+    """The wheel's two variant records must both describe exactly ``variant``.
+
+    Installers read ``*.dist-info/variant.json``; the import guard reads the
+    package's own ``hvd_selector/variant.json``. A wheel where they disagree
+    would install as one variant and be guarded as another, so it is refused.
+    """
+    guard_copy = f"{catalog.namespace}/variant.json"
+    with zipfile.ZipFile(wheel) as archive:
+        names = [n for n in archive.namelist() if n.endswith(".dist-info/variant.json")]
+        if len(names) != 1:
+            raise IntegrityError(f"{wheel.name}: expected one .dist-info/variant.json, found {len(names)}")
+        if guard_copy not in archive.namelist():
+            raise IntegrityError(f"{wheel.name}: has no {guard_copy} (the import guard's record of the build)")
+        records = [  # bounded reads: a hostile variant.json may inflate to gigabytes
+            variant_json.parse(read_member(archive, name), catalog, source=f"{wheel.name}:{name}")[1]
+            for name in (names[0], guard_copy)
+        ]
+    built, guarded = records
+    if guarded != built:
+        raise IntegrityError(
+            f"{wheel.name}: {guard_copy} says {format_variant(guarded)} but {names[0]} says "
+            f"{format_variant(built)}; refusing a wheel whose records disagree"
+        )
+    if built != variant:
+        raise IntegrityError(f"{wheel.name} was built as {format_variant(built)}, not {format_variant(variant)}")
+
+
+def build_wheel(
+    variant: Variant,
+    catalog: Catalog,
+    wheel_directory: str,
+    *,
+    editable: bool = False,
+    metadata_directory: str | None = None,
+) -> str:
+    """Run scikit-build-core for ``variant``; return the wheel's file name."""
+    check_toolchain(variant)
+    import scikit_build_core.build as skbuild
+
+    settings = skbuild_settings(variant, catalog)
+    log(f"building {format_variant(variant)} from source with scikit-build-core")
+    if editable:
+        return str(skbuild.build_editable(wheel_directory, settings, metadata_directory))
+    name = str(skbuild.build_wheel(wheel_directory, settings, None))
+    verify_wheel_variant(Path(wheel_directory) / name, variant, catalog)
+    return name

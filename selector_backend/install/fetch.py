@@ -1,0 +1,533 @@
+"""Fetching from the configured index only: URL policy, bounded retried GETs, verified cache.
+
+Security rules (docs/reference/security.md): https for anything not on
+loopback; plain http only to 127.0.0.0/8 / ::1 / localhost; ``file:`` and
+plain directories for local indexes. A link on an index page is followed
+only if it stays on the index's own origin (or one listed in
+``index-file-origins``), and ``file:`` links only from a ``file:`` index;
+redirects never leave the origin they started on. Every exchange has an
+overall deadline (a server dripping one byte a second cannot hold an
+install), and every malformed answer (status line, headers, length,
+chunking) is a one-line ExternalError. Every downloaded file is checked
+against the index's sha256 before anything uses it, and a mismatch fails
+closed. The cache is shared safely between concurrent installs: one lock per
+file, downloads land in a temporary file and are renamed into place only
+once verified; stale temporary files of killed downloads are swept under
+their lock.
+
+urllib/http.client stay the HTTP client (not urllib3/httpx): the backend runs
+in pip's build environment, where every extra requirement is one more
+download before anything is decided, and neither offers a whole-exchange
+deadline anyway (their timeouts bound each socket operation, as urllib's do).
+The deadline here is a watchdog that shuts the request's sockets down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import ipaddress
+import math
+import os
+import shutil
+import socket
+import stat
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from selector_backend.errors import ExternalError, InputError, IntegrityError
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_DOWNLOAD_TIMEOUT = 600.0
+DEFAULT_RETRIES = 3
+MAX_PAGE_BYTES = 16 * 1024 * 1024
+MAX_WHEEL_BYTES = 2 * 1024 * 1024 * 1024
+USER_AGENT = "hvd-selector-backend"
+_CHUNK = 1 << 16
+
+
+def shown(text: object, limit: int = 200) -> str:
+    """Text from a server, safe on one terminal line: control characters become '?', long text is cut."""
+    flat = "".join(c if c.isprintable() else "?" for c in str(text))
+    return flat if len(flat) <= limit else flat[:limit] + "…"
+
+
+# ------------------------------------------------------------------ URL policy
+def is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def normalize_location(location: str) -> str:
+    """A URL for ``location`` (a directory path becomes file://); policy violations are InputErrors."""
+    try:
+        parsed = urllib.parse.urlparse(location)
+        parsed.port  # noqa: B018 (raises ValueError for a bad port)
+    except ValueError as exc:
+        raise InputError(f"index {location!r}: not a valid URL ({exc})") from None
+    if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt"):
+        path = Path(urllib.request.url2pathname(parsed.path) if parsed.scheme == "file" else location)
+        return path.resolve().as_uri()
+    if parsed.scheme == "https":
+        return location
+    if parsed.scheme == "http":
+        if is_loopback(parsed.hostname):
+            return location
+        raise InputError(f"index {location}: plain http is allowed only on loopback; use https://")
+    raise InputError(f"index {location}: unsupported scheme {parsed.scheme!r}; use https://, file:// or a path")
+
+
+def origin(url: str) -> tuple[str, str | None, int | None]:
+    """(scheme, host, port) with the scheme's default port filled in; a bad URL is an ExternalError."""
+    try:
+        parsed = urllib.parse.urlparse(url)
+        port = parsed.port
+    except ValueError as exc:
+        raise ExternalError(f"{shown(url)!r}: not a valid URL ({exc})") from None
+    default = {"http": 80, "https": 443}.get(parsed.scheme)
+    return parsed.scheme, (parsed.hostname or "").lower() or None, port if port is not None else default
+
+
+def same_origin(a: str, b: str) -> bool:
+    return origin(a) == origin(b)
+
+
+def parse_origins(values: Iterable[str], source: str = "index-file-origins") -> tuple[str, ...]:
+    """Validate an allow-list of origins: each ``https://host[:port]`` (or http on loopback)."""
+    out = []
+    for value in values:
+        try:
+            parsed = urllib.parse.urlparse(value)
+            parsed.port  # noqa: B018
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path.strip("/"):
+            raise InputError(f"{source}: {value!r} is not an origin like https://files.example.org[:port]")
+        if parsed.scheme == "http" and not is_loopback(parsed.hostname):
+            raise InputError(f"{source}: {value!r}: plain http is allowed only on loopback; use https://")
+        out.append(value)
+    return tuple(out)
+
+
+def check_link(index_url: str, link: str, allowed_origins: Iterable[str] = ()) -> str:
+    """``link`` (already joined to its page) if the index may send us there, else an IntegrityError.
+
+    A ``file:`` index may link only to files (its own disk); an http(s) index
+    only to its own origin or an origin in ``allowed_origins``: an index must
+    not make the backend read local files or contact hosts nobody configured.
+    """
+    index_scheme = urllib.parse.urlparse(index_url).scheme
+    link_scheme = urllib.parse.urlparse(link).scheme
+    if index_scheme == "file":
+        if link_scheme != "file":
+            raise IntegrityError(f"{index_url}: a local index links to {shown(link)!r}; only files are allowed there")
+        return link
+    if link_scheme == "file" or link_scheme not in ("http", "https"):
+        raise IntegrityError(
+            f"{index_url}: the index links to {shown(link)!r}; only its own origin is allowed, refusing"
+        )
+    if same_origin(index_url, link) or any(same_origin(o, link) for o in allowed_origins):
+        normalize_location(link) if link_scheme == "http" else None  # loopback rule for allow-listed http
+        return link
+    raise IntegrityError(
+        f"{index_url}: the index links to another origin ({shown(link)!r}); refusing. "
+        "If that host is trusted, list it in index-file-origins (e.g. -C index-file-origins=https://files.example.org)"
+    )
+
+
+# ------------------------------------------------------------------ deadline
+class _Exchange:
+    """One request's sockets and its overall deadline: when it passes, the sockets are shut down.
+
+    Shutting a socket down wakes a thread blocked in recv() on it, so the
+    deadline holds however slowly a server drips its status line, headers or
+    body. Every socket opened for the request (redirect hops included) is
+    registered through the connection classes below.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+        self.expired = False
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Exchange:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def remaining(self) -> float:
+        return max(self.end - time.monotonic(), 0.0)
+
+    def track(self, sock: socket.socket | None) -> None:
+        if sock is None:
+            return
+        with self._lock:
+            self._socks.append(sock)
+            expired = self.expired
+        if expired:
+            _shutdown(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            socks = list(self._socks)
+        for sock in socks:
+            _shutdown(sock)
+
+    def connection(self, base: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
+        exchange = self
+
+        class Tracked(base):  # type: ignore[valid-type,misc]
+            def connect(self) -> None:
+                wait = getattr(self, "timeout", None) or DEFAULT_TIMEOUT
+                self.timeout = min(float(wait), max(exchange.remaining(), 0.01))
+                super().connect()
+                exchange.track(self.sock)
+
+        return Tracked
+
+
+def _shutdown(sock: socket.socket) -> None:
+    # socket.socket.shutdown, not SSLSocket.shutdown: only the OS-level effect, safe from another thread
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _NoForeignRedirects(urllib.request.HTTPRedirectHandler):
+    max_redirections = 5
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+        if not same_origin(req.full_url, newurl):
+            raise ExternalError(f"{req.full_url} redirects to another origin ({shown(newurl)!r}); refusing")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _opener(exchange: _Exchange) -> urllib.request.OpenerDirector:
+    """An opener whose connections all belong to ``exchange`` (proxies from the environment still apply)."""
+
+    class HTTP(urllib.request.HTTPHandler):
+        def http_open(self, req: Any) -> Any:
+            return self.do_open(exchange.connection(http.client.HTTPConnection), req)
+
+    class HTTPS(urllib.request.HTTPSHandler):
+        def https_open(self, req: Any) -> Any:
+            return self.do_open(
+                exchange.connection(http.client.HTTPSConnection),
+                req,
+                context=self._context,  # type: ignore[attr-defined]
+            )
+
+    return urllib.request.build_opener(HTTP(), HTTPS(), _NoForeignRedirects())
+
+
+# ------------------------------------------------------------------ GET with retries
+class _Retryable(Exception):
+    pass
+
+
+def _content_length(response: Any, url: str) -> int | None:
+    headers = getattr(response, "headers", None)
+    values = headers.get_all("Content-Length") if headers is not None else None
+    if not values:
+        return None
+    if len(set(values)) != 1 or not values[0].strip().isdigit():
+        raise ExternalError(
+            f"{shown(url)}: malformed Content-Length {shown(', '.join(values))!r} in the answer; refusing it"
+        )
+    return int(values[0].strip())
+
+
+def _read_bounded(
+    response: IO[bytes], out: IO[bytes], url: str, max_bytes: int, exchange: _Exchange | None = None
+) -> int:
+    length = _content_length(response, url)
+    if length is not None and length > max_bytes:
+        raise ExternalError(f"{shown(url)}: {length} bytes is over the {max_bytes}-byte limit")
+    total = 0
+    while True:
+        chunk = response.read(_CHUNK)
+        if not chunk:
+            break
+        total += len(chunk)
+        if total > max_bytes:
+            raise ExternalError(f"{shown(url)}: more than the {max_bytes}-byte limit")
+        out.write(chunk)
+    if exchange is not None and exchange.expired:
+        raise _Retryable(f"no complete answer within {exchange.seconds:g} s")
+    if length is not None and total != length:
+        raise _Retryable(f"body cut short ({total} of {length} bytes)")
+    return total
+
+
+def _read_local(path: Path, out: IO[bytes], url: str, max_bytes: int) -> None:
+    """A local file, refusing anything that is not a regular file (a FIFO would hang, a device never end)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ExternalError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ExternalError(f"{path}: not a regular file; refusing to read it")
+    with open(fd, "rb") as handle:
+        try:
+            _read_bounded(handle, out, url, max_bytes)
+        except OSError as exc:
+            raise ExternalError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def check_timeout(value: float, name: str = "timeout") -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise InputError(f"{name}={value!r} must be a finite number of seconds above 0")
+    return float(value)
+
+
+def fetch_to(
+    url: str,
+    out: IO[bytes],
+    *,
+    accept: str | None = None,
+    max_bytes: int = MAX_PAGE_BYTES,
+    timeout: float = DEFAULT_TIMEOUT,
+    deadline: float | None = None,
+    retries: int = DEFAULT_RETRIES,
+    offline: bool = False,
+) -> None:
+    """Copy ``url`` into ``out``: retried on 5xx, timeouts, resets, malformed and short answers.
+
+    ``timeout`` bounds each wait on the network; ``deadline`` (default:
+    ``timeout``) bounds each whole attempt, connect to last byte.
+    """
+    timeout = check_timeout(timeout)
+    deadline = check_timeout(deadline if deadline is not None else timeout, "deadline")
+    url = normalize_location(url) if "://" not in url else url
+    scheme = urllib.parse.urlparse(url).scheme
+    if scheme == "file":
+        _read_local(Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path)), out, url, max_bytes)
+        return
+    normalize_location(url)  # policy check for http(s)
+    if offline:
+        raise ExternalError(f"{shown(url)}: offline mode allows only the cache and file/directory indexes")
+    headers = {"User-Agent": USER_AGENT}
+    if accept:
+        headers["Accept"] = accept
+    last = "no attempt"
+    for attempt in range(retries + 1):
+        if attempt:
+            time.sleep(min(0.25 * 2 ** (attempt - 1), 4.0))
+        out.seek(0)
+        out.truncate()
+        with _Exchange(deadline) as exchange:
+            try:
+                request = urllib.request.Request(url, headers=headers)
+                with _opener(exchange).open(request, timeout=timeout) as response:
+                    _read_bounded(response, out, url, max_bytes, exchange)
+                    return
+            except urllib.error.HTTPError as exc:
+                exc.close()
+                if exc.code < 500 and exc.code not in (408, 429):
+                    raise ExternalError(f"{shown(url)}: HTTP {exc.code} {shown(exc.reason)}") from None
+                last = f"HTTP {exc.code}"
+            except (urllib.error.URLError, http.client.HTTPException, _Retryable, OSError, ValueError) as exc:
+                reason = getattr(exc, "reason", exc)
+                last = f"{type(exc).__name__}: {shown(reason) or 'connection closed'}"
+            if exchange.expired:
+                last = f"no complete answer within {deadline:g} s"
+    raise ExternalError(f"{shown(url)}: failed after {retries + 1} attempts ({last})")
+
+
+def get_bytes(url: str, **kwargs: Any) -> bytes:
+    with tempfile.TemporaryFile() as buffer:
+        fetch_to(url, buffer, **kwargs)
+        buffer.seek(0)
+        return buffer.read()
+
+
+# ------------------------------------------------------------------ verified cache
+def hashlib_sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock between processes (fcntl), released on exit."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+PART_PREFIX, PART_SUFFIX = ".download-", ".part"
+
+
+def _cache_error(cache_dir: Path, exc: OSError) -> InputError:
+    return InputError(
+        f"cache-dir {cache_dir} is not a writable directory ({exc.strerror or exc}); "
+        "point cache-dir (HVD_SELECTOR_CACHE_DIR) at one"
+    )
+
+
+def sweep_stale_parts(cache_dir: Path) -> int:
+    """Remove the temporary files of killed downloads; each under its file's lock, never a live one."""
+    import fcntl
+
+    removed = 0
+    wheels = cache_dir / "wheels"
+    for directory in wheels.glob("*") if wheels.is_dir() else ():
+        parts = list(directory.glob(f"{PART_PREFIX}*{PART_SUFFIX}"))
+        if not parts:
+            continue
+        lock = cache_dir / "locks" / f"{directory.name}.lock"
+        try:
+            with lock.open("a+") as handle:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a download of this file is running now
+                for part in parts:
+                    with contextlib.suppress(FileNotFoundError):
+                        part.unlink()
+                        removed += 1
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+        except OSError:
+            continue
+    return removed
+
+
+def cached_download(
+    url: str,
+    sha256: str,
+    filename: str,
+    cache_dir: Path,
+    *,
+    offline: bool = False,
+    max_bytes: int = MAX_WHEEL_BYTES,
+    timeout: float = DEFAULT_TIMEOUT,
+    deadline: float = DEFAULT_DOWNLOAD_TIMEOUT,
+    retries: int = DEFAULT_RETRIES,
+) -> Path:
+    """The verified file for (url, sha256): from the cache, or downloaded, verified and then cached.
+
+    Only a file whose sha256 matches ever appears at the cache path; a wheel
+    must also be a safe archive (``wheelcheck``) before it is cached.
+    """
+    if not isinstance(sha256, str) or not isinstance(filename, str):
+        raise InputError(f"{shown(url)}: the index gives no valid sha256 or file name; refusing to download")
+    sha256 = sha256.lower()
+    if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+        raise InputError(f"{shown(url)}: index gives no valid sha256 ({sha256!r}); refusing to download")
+    if "/" in filename or "\\" in filename or "\0" in filename or filename.startswith(".") or not filename:
+        raise InputError(f"{shown(url)}: unsafe file name {filename!r}")
+    final = cache_dir / "wheels" / sha256 / filename
+    with contextlib.ExitStack() as stack:
+        try:
+            sweep_stale_parts(cache_dir)
+            stack.enter_context(file_lock(cache_dir / "locks" / f"{sha256}.lock"))
+        except OSError as exc:
+            raise _cache_error(cache_dir, exc) from None
+        return _download_locked(url, sha256, final, cache_dir, offline, max_bytes, timeout, deadline, retries)
+
+
+def _download_locked(
+    url: str,
+    sha256: str,
+    final: Path,
+    cache_dir: Path,
+    offline: bool,
+    max_bytes: int,
+    timeout: float,
+    deadline: float,
+    retries: int,
+) -> Path:
+    try:
+        if final.is_file():
+            if sha256_of(final) == sha256:
+                return final
+            final.unlink()  # a corrupted cache entry (disk error, tampering): fetch again
+        for stale in final.parent.glob(f"{PART_PREFIX}*{PART_SUFFIX}") if final.parent.is_dir() else ():
+            stale.unlink(missing_ok=True)  # a killed download of this very file (we hold its lock)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=PART_PREFIX, suffix=PART_SUFFIX)
+    except OSError as exc:
+        raise _cache_error(cache_dir, exc) from None
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w+b") as handle:
+            fetch_to(
+                url,
+                handle,
+                max_bytes=max_bytes,
+                timeout=timeout,
+                deadline=deadline,
+                retries=retries,
+                offline=offline,
+            )
+            handle.flush()
+            os.fsync(handle.fileno())
+        actual = sha256_of(tmp)
+        if actual != sha256:
+            raise IntegrityError(
+                f"sha256 mismatch for {shown(url)}: the index says {sha256}, the file is {actual}; "
+                "refusing it (nothing was installed or cached)"
+            )
+        if final.name.endswith(".whl"):
+            from selector_backend.install.wheelcheck import check_wheel
+
+            check_wheel(tmp, final.name)
+        os.replace(tmp, final)
+    except OSError as exc:
+        raise _cache_error(cache_dir, exc) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            final.parent.rmdir()  # only succeeds when empty (a failed first download)
+    return final
+
+
+def copy_verified(source: Path, sha256: str, dest: Path) -> Path:
+    """Copy a verified file to ``dest`` atomically, re-checking the hash of what was copied."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        shutil.copyfile(source, tmp)
+        if sha256_of(tmp) != sha256:
+            raise IntegrityError(f"{source}: changed while being copied; refusing it")
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dest

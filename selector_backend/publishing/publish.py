@@ -1,0 +1,453 @@
+"""Publishing variant wheels as a variant index (what ``variant_index`` reads).
+
+Layout under the index root (pass the root's ``simple/`` to pip-style readers):
+
+    simple/index.html, simple/index.json          PEP 503 / PEP 691 root
+    simple/<project>/ -> .generations/<id>/        a symlink, swapped atomically
+    simple/.generations/<id>/index.html            PEP 503 project page (#sha256=)
+    simple/.generations/<id>/index.json            PEP 691 JSON project page
+    simple/.generations/<id>/<labelled wheels>, <sdist>, <name>-<ver>-variants.json
+    .store/<sha256>                                every published file, once
+
+A project page and the files it lists change together: each run builds a
+complete new generation (files are hard links into the content store) and
+then replaces the ``simple/<project>`` symlink in one rename. A reader sees
+the old generation or the new one, never a page pointing at a missing file
+or at different bytes, whether the run finished or crashed. A published
+file name is immutable: offering different bytes under it is an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from selector_backend.engine import variant_json
+from selector_backend.engine.catalog import Catalog
+from selector_backend.engine.variant import Variant, variant_label
+from selector_backend.engine.wheelname import labelled_filename, parse_wheel_name
+from selector_backend.errors import InputError
+from selector_backend.files.atomic import atomic_write_text
+from selector_backend.install.fetch import file_lock, sha256_of
+
+PEP691_VERSION = "1.0"
+GENERATIONS = ".generations"
+STORE = ".store"
+# A published index is public by intent: any static server, run as any user, serves it.
+PUBLIC_FILE = 0o644
+PUBLIC_DIR = 0o755
+
+
+def normalize(name: str) -> str:
+    """PEP 503 project name normalization."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def variants_filename(catalog: Catalog, version: str) -> str:
+    """``{name}-{version}-variants.json`` with the wheel filename's normalised name (PEP 825)."""
+    return f"{normalize(catalog.name).replace('-', '_')}-{version}-variants.json"
+
+
+def variants_document(variants: Iterable[Variant], catalog: Catalog) -> dict[str, Any]:
+    """The ``-variants.json`` of one version: every variant's own variant.json entry, merged."""
+    merged: dict[str, Any] = {}
+    for variant in variants:
+        doc = variant_json.render(variant, catalog)
+        if not merged:
+            merged = {**variant_json.header(catalog), "variants": {}}
+        merged["variants"].update(doc["variants"])
+    return merged
+
+
+@dataclass(frozen=True)
+class VariantWheel:
+    """A wheel checked against the catalog: its variant comes from its own variant.json."""
+
+    path: Path
+    label: str
+    variant: Variant
+    version: str
+    sha256: str
+
+    @property
+    def published_name(self) -> str:
+        return labelled_filename(self.path.name, self.label)
+
+
+def inspect_wheel(path: Path, catalog: Catalog) -> VariantWheel:
+    """Read and check a wheel's ``*.dist-info/variant.json``; anything off is an InputError."""
+    wheel = parse_wheel_name(path.name)
+    if normalize(wheel.name) != normalize(catalog.name):
+        raise InputError(f"{path.name}: not a {catalog.name} wheel")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = [n for n in archive.namelist() if n.endswith(".dist-info/variant.json")]
+            if len(names) != 1:
+                raise InputError(
+                    f"{path.name}: expected one .dist-info/variant.json, found {len(names)}; "
+                    "build it with the project's backend (-C variant=...)"
+                )
+            label, variant = variant_json.parse(archive.read(names[0]), catalog, source=f"{path.name}:{names[0]}")
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise InputError(f"{path}: not a readable wheel ({exc})") from None
+    if label != variant_label(variant):
+        raise InputError(
+            f"{path.name}: variant.json labels its variant {label!r}, "
+            f"but its properties give {variant_label(variant)!r}"
+        )
+    if wheel.label is not None and wheel.label != label:
+        raise InputError(f"{path.name}: file name label {wheel.label!r} disagrees with variant.json ({label!r})")
+    return VariantWheel(path, label, variant, wheel.version, sha256_of(path))
+
+
+# ------------------------------------------------------------------ progress
+class Progress:
+    """A one-line progress bar on a terminal; plain lines otherwise (CI logs)."""
+
+    def __init__(self, total: int, what: str, stream: IO[str] | None = None) -> None:
+        self.total, self.what, self.done = total, what, 0
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+
+    def step(self, item: str) -> None:
+        self.done += 1
+        if self.tty:
+            width = 24
+            filled = width * self.done // max(self.total, 1)
+            self.stream.write(
+                f"\r{self.what} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {item[-48:]:<48}"
+            )
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(f"{self.what} {self.done}/{self.total}: {item}\n")
+        self.stream.flush()
+
+
+# ------------------------------------------------------------------ the index
+@dataclass(frozen=True)
+class Published:
+    """What one publish run left behind."""
+
+    project_dir: Path
+    generation: str
+    files: tuple[str, ...]
+    added: tuple[str, ...]
+    changed: bool
+
+
+def _store_file(store: Path, source: Path, sha256: str) -> Path:
+    """Copy ``source`` into the content store (atomically; a no-op when present)."""
+    target = store / sha256
+    if target.exists():
+        return target
+    store.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=store, prefix=".in.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out, source.open("rb") as src:
+            shutil.copyfileobj(src, out, 1 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+        if sha256_of(Path(tmp)) != sha256:
+            raise InputError(f"{source} changed while it was being published; run again")
+        os.chmod(tmp, PUBLIC_FILE)  # any static server (another user) must read it
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _project_page_html(project: str, files: Sequence[tuple[str, str]]) -> str:
+    links = "\n".join(
+        f'    <a href="{html.escape(name)}#sha256={sha}">{html.escape(name)}</a><br>' for name, sha in files
+    )
+    return (
+        f'<!DOCTYPE html>\n<html>\n  <head>\n    <meta name="pypi:repository-version" '
+        f'content="{PEP691_VERSION}">\n    <title>Links for {html.escape(project)}</title>\n'
+        f"  </head>\n  <body>\n    <h1>Links for {html.escape(project)}</h1>\n{links}\n  </body>\n</html>\n"
+    )
+
+
+def project_page_json(project: str, files: Sequence[tuple[str, str]]) -> str:
+    data = {
+        "meta": {"api-version": PEP691_VERSION},
+        "name": project,
+        "files": [{"filename": name, "url": name, "hashes": {"sha256": sha}} for name, sha in files],
+    }
+    return json.dumps(data, indent=2) + "\n"
+
+
+def _root_pages(simple: Path, projects: Iterable[str]) -> None:
+    names = sorted(set(projects))
+    body = "\n".join(f'    <a href="{p}/">{p}</a><br>' for p in names)
+    atomic_write_text(
+        simple / "index.html", "<!DOCTYPE html>\n<html>\n  <body>\n" + body + "\n  </body>\n</html>\n", PUBLIC_FILE
+    )
+    atomic_write_text(
+        simple / "index.json",
+        json.dumps({"meta": {"api-version": PEP691_VERSION}, "projects": [{"name": p} for p in names]}, indent=2)
+        + "\n",
+        PUBLIC_FILE,
+    )
+
+
+def publish(
+    wheels: Sequence[Path], index_root: Path, catalog: Catalog, *, sdists: Sequence[Path] = (), progress: bool = True
+) -> Published:
+    """Add ``wheels`` (and sdists) to the variant index at ``index_root``.
+
+    Re-running with the same files changes nothing; a file name already
+    published with other bytes is refused before anything is written. One
+    publisher at a time (a lock file serializes concurrent runs).
+    """
+    index_root.mkdir(parents=True, exist_ok=True)
+    with file_lock(index_root / ".publish.lock"):
+        return _publish_locked(wheels, index_root, catalog, sdists, progress)
+
+
+def _publish_locked(
+    wheels: Sequence[Path], index_root: Path, catalog: Catalog, sdists: Sequence[Path], progress: bool
+) -> Published:
+    project = normalize(catalog.name)
+    simple = index_root / "simple"
+    link = simple / project
+    store = index_root / STORE
+    gens = simple / GENERATIONS
+    current = link.resolve() if link.is_symlink() and link.resolve().is_dir() else None
+    if current is None and (link.exists() or link.is_symlink()):
+        raise InputError(
+            f"{link} is not a published generation (a symlink into {GENERATIONS}); "
+            "publish into an empty directory or repair the index"
+        )
+
+    # name -> (sha256, a path holding those bytes, the wheel's variant if a wheel)
+    entries: dict[str, tuple[str, Path, VariantWheel | None]] = {}
+    if current is not None:
+        for path in sorted(current.iterdir()):
+            if path.name.endswith(".whl"):
+                info = inspect_wheel(path, catalog)
+                entries[path.name] = (info.sha256, path, info)
+            elif path.name.endswith(".tar.gz"):
+                entries[path.name] = (sha256_of(path), path, None)
+
+    # Check every new file before writing anything.
+    new: list[tuple[str, str, Path, VariantWheel | None]] = []
+    for path in wheels:
+        info = inspect_wheel(path, catalog)
+        if info.version != catalog.version:
+            raise InputError(f"{path.name}: version {info.version} is not the catalog's {catalog.version}")
+        new.append((info.published_name, info.sha256, path, info))
+    for path in sdists:
+        if not path.name.endswith(".tar.gz"):
+            raise InputError(f"{path.name}: an sdist must be a .tar.gz")
+        new.append((path.name, sha256_of(path), path, None))
+    added = []
+    for name, sha, path, _ in new:
+        if name in entries and entries[name][0] != sha:
+            raise InputError(
+                f"{name} is already published with sha256 {entries[name][0][:12]}..., but {path} "
+                f"has {sha[:12]}...; published files are immutable: bump the version"
+            )
+        if name not in entries:
+            added.append(name)
+    bar = Progress(len(new), "publishing") if progress and new else None
+    for name, sha, path, wheel_info in new:
+        entries[name] = (sha, path, wheel_info)
+        if bar:
+            bar.step(name)
+
+    # The variants file per version: every labelled wheel, from its own variant.json.
+    by_version: dict[str, list[Variant]] = {}
+    for _name, (_sha, _path, published) in sorted(entries.items()):
+        if published is not None:
+            by_version.setdefault(published.version, []).append(published.variant)
+    variants = {version: variants_document(vs, catalog) for version, vs in by_version.items()}
+    texts = {
+        variants_filename(catalog, v): json.dumps(d, indent=2, sort_keys=True) + "\n"
+        for v, d in sorted(variants.items())
+    }
+    listing = sorted(
+        [(name, sha) for name, (sha, _, _) in entries.items()]
+        + [(name, hashlib.sha256(t.encode()).hexdigest()) for name, t in texts.items()]
+    )
+    pages = {"index.html": _project_page_html(project, listing), "index.json": project_page_json(project, listing)}
+    generation = "g-" + hashlib.sha256(json.dumps([listing, pages]).encode()).hexdigest()[:16]
+    target = gens / generation
+    changed = current is None or current.name != generation
+    if changed:
+        if not target.is_dir():
+            gens.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(dir=gens, prefix=".new-"))
+            try:
+                os.chmod(tmp, PUBLIC_DIR)
+                for name, (sha, path, _) in entries.items():
+                    os.link(_store_file(store, path, sha), tmp / name)
+                for name, text in {**texts, **pages}.items():
+                    (tmp / name).write_text(text, encoding="utf-8")
+                    os.chmod(tmp / name, PUBLIC_FILE)
+                _fsync_dir(tmp)
+                os.rename(tmp, target)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+        new_link = simple / f".{project}.link.tmp"
+        new_link.unlink(missing_ok=True)
+        os.symlink(f"{GENERATIONS}/{generation}", new_link)
+        os.replace(new_link, link)  # the one step readers can observe
+        _fsync_dir(simple)
+    _root_pages(simple, [p.name for p in simple.iterdir() if p.is_symlink() and not p.name.startswith(".")])
+    _prune(gens, keep={generation} | ({current.name} if current is not None else set()))
+    return Published(target, generation, tuple(n for n, _ in listing), tuple(added), changed)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _prune(gens: Path, keep: set[str]) -> None:
+    """Drop older generations and crashed runs' leftovers; keep the new and the previous one.
+
+    A reader that resolved the previous generation a moment ago still finds it.
+    """
+    if not gens.is_dir():
+        return
+    for path in gens.iterdir():
+        if path.name not in keep:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def published_wheels(index_root: Path, catalog: Catalog) -> dict[str, str]:
+    """Labelled file name -> label for every wheel the live index lists."""
+    page = index_root / "simple" / normalize(catalog.name) / "index.json"
+    if not page.is_file():
+        return {}
+    out = {}
+    for item in json.loads(page.read_text(encoding="utf-8"))["files"]:
+        name = item["filename"]
+        if name.endswith(".whl"):
+            label = parse_wheel_name(name).label
+            if label:
+                out[name] = label
+    return out
+
+
+# ------------------------------------------------------------------ local builds
+def why_not_buildable(variant: Variant, catalog: Catalog, machine: str | None = None) -> str | None:
+    """Why this machine cannot build ``variant`` (None when it can).
+
+    The family must be this machine's (no cross compilers here), the toolchain
+    complete (``build.missing_toolchain``), and for CUDA the nvcc on PATH of
+    the variant's CUDA major.
+    """
+    import platform
+
+    from selector_backend.install.build import missing_toolchain
+
+    machine = machine or platform.machine()
+    family = catalog.target_family[str(variant["target"])]
+    if family != machine:
+        return f"{family} target; this machine is {machine} (build it on an {family} runner)"
+    missing = missing_toolchain(variant)
+    if missing:
+        return "missing " + "; ".join(missing)
+    if _uses(variant, "mpi") and catalog.mpi_abi and mpicc_for(catalog.mpi_abi) is None:
+        return f"needs an {catalog.mpi_abi} MPI (the prebuilt MPI ABI); see recipes/mpi/"
+    return None
+
+
+def check_built(wheel: Path, variant: Variant, catalog: Catalog) -> None:
+    """The wheel must say (variant.json) it is exactly the variant that was asked for."""
+    from selector_backend.engine.variant import format_variant
+    from selector_backend.errors import ExternalError
+
+    built = inspect_wheel(wheel, catalog).variant
+    if built != variant:
+        raise ExternalError(f"{wheel.name} was built as {format_variant(built)}, not {format_variant(variant)}")
+
+
+def _run_into(cmd: list[str], outdir: Path, what: str, env: dict[str, str] | None = None) -> Path:
+    """Run a wheel-producing command into a fresh directory; move its one wheel to ``outdir``."""
+    import subprocess
+
+    from selector_backend.errors import ExternalError
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=outdir, prefix=".work-") as work:
+        result = subprocess.run([*cmd, str(work)], capture_output=True, text=True, env=env)
+        if result.returncode != 0:
+            lines = [ln for ln in (result.stdout + "\n" + result.stderr).splitlines() if ln.strip()]
+            raise ExternalError(f"{what} failed (exit {result.returncode}): {' | '.join(lines[-3:])}")
+        made = list(Path(work).glob("*.whl"))
+        if len(made) != 1:
+            raise ExternalError(f"{what} produced {len(made)} wheels, expected one")
+        final = outdir / made[0].name
+        os.replace(made[0], final)
+    return final
+
+
+def _uses(variant: Variant, library: str) -> bool:
+    from selector_backend.engine.catalog import load_catalog
+
+    return library in load_catalog().libraries_of(variant)
+
+
+def mpicc_for(abi: str) -> str | None:
+    """An mpicc of the ABI family (Debian's mpicc.mpich, or an mpicc that is MPICH/Open MPI)."""
+    import shutil
+    import subprocess
+
+    suffixed = shutil.which(f"mpicc.{abi}")
+    if suffixed:
+        return suffixed
+    plain = shutil.which("mpicc")
+    if plain:
+        show = subprocess.run([plain, "-show"], capture_output=True, text=True).stdout
+        info = subprocess.run([plain, "--showme:libs"], capture_output=True, text=True).stdout
+        if (abi == "mpich" and "-lmpi" in show and not info) or (abi == "openmpi" and info):
+            return plain
+    return None
+
+
+def build_one(variant: Variant, outdir: Path, *, source_dir: Path, catalog: Catalog, isolated: bool = False) -> Path:
+    """Build one variant's wheel with the project's PEP 517 backend (``-C variant=...``).
+
+    An MPI variant is linked against the catalog's prebuilt MPI ABI ([builds]
+    mpi_abi), whatever ``mpicc`` is on PATH, through scikit-build-core's
+    SKBUILD_CMAKE_DEFINE.
+    """
+    from selector_backend.engine.variant import format_variant
+
+    cmd = [sys.executable, "-m", "build", "--wheel", f"-Cvariant={format_variant(variant)}", str(source_dir)]
+    if not isolated:
+        cmd.insert(4, "--no-isolation")
+    env = dict(os.environ)
+    if _uses(variant, "mpi") and catalog.mpi_abi:
+        mpicc = mpicc_for(catalog.mpi_abi)
+        if mpicc:
+            env["SKBUILD_CMAKE_DEFINE"] = f"MPI_C_COMPILER={mpicc}"
+    return _run_into([*cmd, "--outdir"], outdir, f"building {format_variant(variant)}", env)
+
+
+def repair(wheel: Path, outdir: Path, excludes: Sequence[str], isa_check: bool) -> Path:
+    """``auditwheel repair`` with the matrix's exclusions and ISA decision."""
+    cmd = [sys.executable, "-m", "auditwheel", "repair", str(wheel)]
+    cmd += [arg for name in excludes for arg in ("--exclude", name)]
+    if not isa_check:
+        cmd.append("--disable-isa-ext-check")
+    return _run_into([*cmd, "-w"], outdir, f"auditwheel repair {wheel.name}")
