@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from selector_backend.jobs.build_facts import load_facts
+
 from . import _guard
-from ._facts import load_facts
 
 _FACTS = load_facts()
 _guard.check_cpu(_FACTS)
+
+from selector_backend.jobs.rendezvous import RendezvousError  # noqa: E402
 
 from . import _api  # noqa: E402  (loads the native core, after the guard)
 from ._api import (  # noqa: E402
@@ -47,7 +50,6 @@ from ._api import (  # noqa: E402
     size,
 )
 from .buildmix import IncompatibleBuildsError  # noqa: E402
-from .rendezvous import RendezvousError  # noqa: E402
 
 _api._set_facts(_FACTS)
 

@@ -16,10 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from . import _core, buildmix, jobenv
+from selector_backend.jobs import jobenv
+from selector_backend.jobs.build_facts import BuildFacts
+from selector_backend.jobs.rendezvous import LocalStore, RendezvousError, StoreClient, StoreServer
+
+from . import _core, buildmix
 from ._dataplane import prove_pairs
-from ._facts import BuildFacts
-from .rendezvous import LocalStore, RendezvousError, StoreClient, StoreServer
 
 Sum = 0
 Average = 1

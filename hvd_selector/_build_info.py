@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._facts import BuildFacts
+from selector_backend.jobs.build_facts import BuildFacts
 
 
 def collect(facts: BuildFacts) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._facts import BuildFacts
+from selector_backend.jobs.build_facts import BuildFacts
 
 REINSTALL = "pip install --no-cache-dir --force-reinstall hvd-selector"
 
@@ -62,11 +62,11 @@ def real_cpu() -> str:
 
 def check_cpu(facts: BuildFacts, host_target: str | None = None) -> None:
     """ImportError unless this CPU runs the build's target (the resolver's own rule)."""
-    from selector_backend.engine.targets import cpu_verdict
+    from selector_backend.engine.runtime import runtime_verdict
 
     host = host_target or real_cpu()
-    ok, why = cpu_verdict(facts.target, host)
-    if not ok:
+    runs, why, _ = runtime_verdict(facts.target, host)
+    if not runs:
         raise ImportError(
             f"hvd_selector: this build targets {facts.target} but this CPU is {host}: {why}; "
             f"reinstall the build for this machine: {REINSTALL} (--no-cache-dir matters: pip keys its wheel "
@@ -76,10 +76,10 @@ def check_cpu(facts: BuildFacts, host_target: str | None = None) -> None:
 
 def check_gpu(archs: Sequence[str], compute_capability: str) -> str:
     """'sass' or 'ptx' if the build serves a GPU of this capability, else RuntimeError."""
-    from selector_backend.engine.compat import cuda_arch_support
+    from selector_backend.engine.runtime import runtime_verdict
 
-    support = cuda_arch_support(list(archs), compute_capability)
-    if support is None:
+    runs, _, support = runtime_verdict(cuda_archs=archs, compute_capability=compute_capability)
+    if not runs:
         raise RuntimeError(
             f"GPU operations unavailable: this build has code for cuda_arch={','.join(archs) or 'none'} "
             f"which cannot run on a GPU of compute capability {compute_capability}; reinstall the build "

@@ -15,8 +15,8 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._facts import BuildFacts
-from .rendezvous import RendezvousError
+from selector_backend.jobs.build_facts import BuildFacts
+from selector_backend.jobs.rendezvous import RendezvousError
 
 WIRE_PROTOCOL = 1  # bump when the bytes ranks exchange change meaning
 MUST_MATCH = ("release", "wire", "tensor_ops")

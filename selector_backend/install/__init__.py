@@ -1,0 +1,24 @@
+"""The PEP 517 install path: what ``pip install hvd-selector`` runs.
+
+``backend`` holds the hooks pip calls. It detects the host, resolves against
+the configured variant index (``variant_index`` over ``fetch``: configured
+origins only, hashes verified, fail closed), then either hands pip a verified
+prebuilt wheel (``wheelcheck``) or builds exactly the chosen variant from
+source (``build``, ``cmake_config`` through scikit-build-core). ``plan_reuse``
+shares one decision between pip's hook processes; ``sdist`` and ``metadata``
+produce the distribution pip sees; ``console`` prints what a plain
+``pip install`` must show.
+"""
+
+__all__ = [
+    "backend",
+    "build",
+    "cmake_config",
+    "console",
+    "fetch",
+    "metadata",
+    "plan_reuse",
+    "sdist",
+    "variant_index",
+    "wheelcheck",
+]

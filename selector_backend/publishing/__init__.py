@@ -1,0 +1,10 @@
+"""Publishing and CI: the wheel matrix, the builder's index, the fleet plan, the variant provider.
+
+For the people who produce the prebuilt variants: ``matrix`` turns the catalog
+into cibuildwheel jobs (and the committed GitHub workflow), ``publish`` writes
+built wheels into a variant index (what ``install.variant_index`` reads),
+``fleet`` picks the fewest variants that serve a fleet of hosts, and
+``variant_provider`` is the PEP 825 / variantlib plugin for our namespace.
+"""
+
+__all__ = ["fleet", "matrix", "publish", "variant_provider"]

@@ -299,15 +299,9 @@ def test_an_unknown_schema_is_refused_with_one_line(tmp_path: Path, catalog: Cat
 def test_the_runtime_package_decodes_every_variant_json_as_the_engine_wrote_it(
     tmp_path: Path, catalog: Catalog
 ) -> None:
-    """hvd_selector._facts reads variant.json without the engine; both must agree on the property model."""
-    import importlib.util
+    """jobs.build_facts reads variant.json without the engine; both must agree on the property model."""
+    from selector_backend.jobs import build_facts as _facts
 
-    # _facts imports nothing from the package, so it loads on its own (the package's __init__ needs a build)
-    spec = importlib.util.spec_from_file_location("hvd_selector_facts", REPO / "hvd_selector" / "_facts.py")
-    assert spec is not None and spec.loader is not None
-    _facts = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = _facts  # dataclasses look their module up
-    spec.loader.exec_module(_facts)
     docs = [variant_json.render(v, catalog) for v in catalog.prebuilt_variants()]
     docs.append(LEGACY | {"variants": {"c0ffee01": LEGACY["variants"]["c0ffee01"]}})  # type: ignore[index]
     for doc in docs:

@@ -14,13 +14,14 @@ from native_builds import source_module
 from selector_backend.engine.catalog import load_catalog
 from selector_backend.engine.compat import check_target
 from selector_backend.engine.host import CpuInfo, HostProfile
+from selector_backend.jobs.build_facts import BuildFacts
 
 CATALOG_TARGETS = load_catalog().axes["target"].values
 MICROARCHS = sorted(archspec.cpu.TARGETS)
 
 
 def guard_accepts(target: str, host: str) -> bool:
-    facts = source_module("_facts").BuildFacts("t", {"target": (target,)}, {})
+    facts = BuildFacts("t", {"target": (target,)}, {})
     try:
         source_module("_guard").check_cpu(facts, host_target=host)
     except ImportError:

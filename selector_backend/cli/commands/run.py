@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if not math.isfinite(timeout) or timeout <= 0:
         raise InputError(f"--timeout must be a positive number of seconds (got {timeout:g})")
     try:
-        from hvd_selector import launcher
+        from selector_backend.jobs import launcher
     except ImportError as exc:
         raise ExternalError(str(exc)) from None
     try:

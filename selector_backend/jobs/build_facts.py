@@ -1,8 +1,9 @@
-"""What this installed build is: variant.json and build_config.json.
+"""What the installed ``hvd_selector`` build is: its variant.json and build_config.json.
 
-Both files are written by CMake next to the extension, so they describe what
-was actually compiled. Reading them needs no native code, which is what lets
-the guard and the launcher run before (or without) loading ``_core``.
+Both files sit next to the extension and describe what was actually compiled.
+Reading them needs no native code and does not import ``hvd_selector`` (whose
+``__init__`` runs the guard and loads ``_core``), which is what lets the guard
+run first and the launcher run on a host whose CPU the build does not fit.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PACKAGE_DIR = Path(__file__).resolve().parent
 NAMESPACE = "hvd_selector"
 
 
@@ -76,8 +76,19 @@ def _axes(features: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     return axes
 
 
-def load_facts(package_dir: Path = PACKAGE_DIR) -> BuildFacts:
+def runtime_package_dir() -> Path:
+    """The installed ``hvd_selector`` directory, found without importing (running) the package."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("hvd_selector")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("hvd_selector is not installed: pip install hvd-selector")
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
+def load_facts(package_dir: Path | None = None) -> BuildFacts:
     """Read variant.json (PEP 825 shape) and build_config.json; ImportError if broken."""
+    package_dir = runtime_package_dir() if package_dir is None else package_dir
     data = _load_json(package_dir / "variant.json")
     variants = data.get("variants") if isinstance(data, dict) else None
     if not isinstance(variants, dict) or len(variants) != 1:

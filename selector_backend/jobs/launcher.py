@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from ._facts import BuildFacts, load_facts
-from .rendezvous import StoreServer
+from selector_backend.jobs.build_facts import BuildFacts, load_facts
+from selector_backend.jobs.rendezvous import StoreServer
 
 POLL_SECONDS = 0.05
 KILL_AFTER_SECONDS = 5.0
@@ -152,7 +152,7 @@ def _route_address(host: str) -> str:
 
 def rendezvous_address(slots: Sequence[Slot], remote: Remote) -> tuple[str, str]:
     """(bind, advertised) addresses of the store: loopback unless a rank is remote."""
-    from .jobenv import interface_address
+    from selector_backend.jobs.jobenv import interface_address
 
     if remote.bind:
         bind = remote.bind
