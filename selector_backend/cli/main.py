@@ -40,14 +40,9 @@ def _load_commands(only: str | None = None) -> list[Any]:
     names: tuple[str, ...] = COMMAND_MODULES
     if only is not None and only.replace("-", "_") in COMMAND_MODULES:
         names = (only.replace("-", "_"),)
-    modules = []
-    for name in names:
-        try:
-            modules.append(importlib.import_module(f"selector_backend.cli.commands.{name}"))
-        except ModuleNotFoundError as exc:
-            if exc.name != f"selector_backend.cli.commands.{name}":
-                raise
-    return modules
+    # A listed module that fails to import is a bug to surface (exit 1 with the traceback), never a command
+    # that silently disappears from --help.
+    return [importlib.import_module(f"selector_backend.cli.commands.{name}") for name in names]
 
 
 def _version() -> str:

@@ -14,6 +14,8 @@ from selector_backend.detect import cpu, libraries, nvidia, system
 from selector_backend.engine.host import HostProfile, LibraryInfo
 from selector_backend.errors import SelectorError
 
+__all__ = ["detect_host"]
+
 T = TypeVar("T")
 
 

@@ -301,9 +301,6 @@ class _CatalogReader:
         )
         prebuilt = self.read_prebuilt(catalog)
         catalog = catalog._replace(prebuilt=prebuilt)
-        for axis in axes.values():
-            default = catalog.make_variant({axis.name: axis.default}, fill_defaults=True)
-            del default
         return catalog
 
     def read_axes(self) -> dict[str, Axis]:

@@ -1,7 +1,7 @@
 # Copyright hvd-selector developers. SPDX-License-Identifier: Apache-2.0
 #
 # GENERATED from variants/catalog.toml by `hvd-selector spack package --write`;
-# do not edit. tests/spack/test_package_py.py fails when the two disagree.
+# do not edit. tests/spack/test_spack_package_py.py fails when the two disagree.
 # ruff: noqa: F405
 """Spack package for hvd-selector, the Horovod-style collective library."""
 
