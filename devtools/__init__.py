@@ -9,4 +9,7 @@ pyproject.toml) and the benchmarks run as ``python -m benchmarks.<name>``.
   (build/test-variants/) and run code in its environment.
 - ``hvd_nccl_build``: build and inspect the NCCL plugin alone
   (native/nccl/standalone/).
+- ``loopback_http``: a real HTTP server on 127.0.0.1 serving a directory,
+  which can fail on request (for the fetch tests).
+- ``venvs``: fresh venvs, a clean user environment, local wheelhouses.
 """
