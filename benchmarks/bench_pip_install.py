@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from devtools.loopback_http import FlakyServer
+from devtools.sdist import build_sdist
 from devtools.venvs import download_wheels, make_venv, user_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,23 +125,7 @@ def main() -> int:
     server = FlakyServer(work)  # every request answered normally: nothing is queued
     url = f"{server.url}/index/simple"
     url_with_requires = f"{server.url}/index-requires/simple"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "build",
-            "--sdist",
-            "--no-isolation",
-            "-o",
-            str(work / "sdist"),
-            "-C",
-            f"index-url={url}",
-            str(REPO),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    (sdist,) = (work / "sdist").glob("*.tar.gz")
+    sdist = build_sdist(work / "sdist", url)
     publish([wheel], work / "index", catalog, sdists=[sdist], progress=False)
     publish([wheel], work / "index-requires", catalog, sdists=[with_build_requires(sdist, work)], progress=False)
     server.thread.start()

@@ -11,5 +11,6 @@ pyproject.toml) and the benchmarks run as ``python -m benchmarks.<name>``.
   (native/nccl/standalone/).
 - ``loopback_http``: a real HTTP server on 127.0.0.1 serving a directory,
   which can fail on request (for the fetch tests).
+- ``sdist``: the project's sdist with a variant index URL embedded.
 - ``venvs``: fresh venvs, a clean user environment, local wheelhouses.
 """

@@ -67,26 +67,6 @@ class VariantIndex:
         return f"/simple/hvd-selector/{name}"
 
 
-def build_sdist(out: Path, index_url: str) -> Path:
-    run(
-        [
-            sys.executable,
-            "-m",
-            "build",
-            "--sdist",
-            "--no-isolation",
-            "-o",
-            str(out),
-            "-C",
-            f"index-url={index_url}",
-            str(REPO),
-        ],
-        env=clean_env(),
-    )
-    (sdist,) = out.glob("*.tar.gz")
-    return sdist
-
-
 def build_and_publish(root: Path, wheelhouse: Path, targets: tuple[str, ...], sdist: Path) -> dict[str, Path]:
     """``hvd-selector build-variants`` (the release builder: backend + auditwheel) into ``root``."""
     from selector_backend.engine.catalog import load_catalog
