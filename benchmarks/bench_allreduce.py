@@ -14,7 +14,7 @@ interleaved rounds inside. Writes benchmarks/results/allreduce.json and
 allreduce.png; ratios are hvd_selector time / peer time (< 1: hvd_selector
 faster). Not a test.
 
-    python benchmarks/bench_allreduce.py [--max-mib 256] [--min-seconds 0.3]
+    python -m benchmarks.bench_allreduce [--max-mib 256] [--min-seconds 0.3]
 """
 
 from __future__ import annotations
@@ -33,9 +33,8 @@ RESULTS = HERE / "results"
 
 
 def _builder():
-    """The test suite's variant builder (one build per source state, shared)."""
-    sys.path.insert(0, str(REPO / "tests" / "native"))
-    import native_builds
+    """The variant builder the tests use too (one build per source state, shared)."""
+    from devtools import native_builds
 
     return native_builds
 
@@ -219,7 +218,7 @@ def main() -> int:
             out.unlink()
     _table(results)
     summary = {
-        "command": "python benchmarks/bench_allreduce.py " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.bench_allreduce " + " ".join(sys.argv[1:]),
         "machine": f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
         "results": results,
     }

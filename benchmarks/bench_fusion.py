@@ -4,7 +4,7 @@
 best of each. Writes benchmarks/results/fusion.json and fusion.png; the
 ratio is (1,000 single allreduces) / (one grouped_allreduce). Not a test.
 
-    python benchmarks/bench_fusion.py [--tensors 1000] [--elements 64]
+    python -m benchmarks.bench_fusion [--tensors 1000] [--elements 64]
 """
 
 from __future__ import annotations
@@ -61,8 +61,7 @@ def main() -> int:
     if args.worker:
         worker(args.worker, args.tensors, args.elements)
         return 0
-    sys.path.insert(0, str(REPO / "tests" / "native"))
-    import native_builds
+    from devtools import native_builds
 
     builds = native_builds.benchmark_builds()
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -88,7 +87,7 @@ def main() -> int:
             f"{data['grouped_s'] * 1e3:.2f} ms, speedup x{data['speedup']:.1f}"
         )
     summary = {
-        "command": "python benchmarks/bench_fusion.py " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.bench_fusion " + " ".join(sys.argv[1:]),
         "tensors": args.tensors,
         "elements_per_tensor": args.elements,
         "machine": f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",

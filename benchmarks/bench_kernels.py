@@ -7,7 +7,7 @@ L2-resident buffer) for float16, bfloat16, float32 in each, best of several
 runs. Writes benchmarks/results/kernels.json and kernels.png with ratios to
 the x86_64 build. Not a test.
 
-    python benchmarks/bench_kernels.py [--elements 65536]
+    python -m benchmarks.bench_kernels [--elements 65536]
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--elements", type=int, default=1 << 16)
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO / "tests" / "native"))
-    import native_builds
+    from devtools import native_builds
 
     results = {}
     for target in TARGETS:
@@ -67,7 +66,7 @@ def main() -> int:
         for name, rate in data["elements_per_s"].items():
             print(f"    {name:9s} {rate / 1e9:7.2f} Gelem/s  x{data['ratio_to_x86_64'][name]:.2f}")
     summary = {
-        "command": "python benchmarks/bench_kernels.py " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.bench_kernels " + " ".join(sys.argv[1:]),
         "elements": args.elements,
         "machine": f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
         "results": results,

@@ -14,13 +14,12 @@ environment first), and a third skips build isolation. The script also times
 the pieces on their own, so the report says where the overhead goes.
 Results: benchmarks/results/pip_install.json.
 
-    python benchmarks/bench_pip_install.py --rounds 5
+    python -m benchmarks.bench_pip_install --rounds 5
 """
 
 from __future__ import annotations
 
 import argparse
-import http.server
 import io
 import json
 import os
@@ -30,21 +29,19 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import time
-import venv
-from functools import partial
 from pathlib import Path
 
+from devtools.loopback_http import FlakyServer
+from devtools.sdist import build_sdist
+from devtools.venvs import download_wheels, make_venv, user_env
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 DEPS = ("numpy", "archspec", "packaging", "nvidia-ml-py")
 
 
 def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HVD_SELECTOR", "PIP_", "VIRTUAL_ENV"))}
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    return env
+    return user_env(PIP_DISABLE_PIP_VERSION_CHECK="1")
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
@@ -54,10 +51,7 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
 
 
 def fresh_venv(path: Path, wheelhouse: Path) -> Path:
-    if path.exists():
-        shutil.rmtree(path)
-    venv.EnvBuilder(with_pip=True).create(path)
-    py = path / "bin" / "python"
+    py = make_venv(path) / "python"
     subprocess.run(
         [str(py), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheelhouse), *DEPS],
         check=True,
@@ -127,50 +121,14 @@ def main() -> int:
         )
         (wheel,) = (work / "wheel").glob("*.whl")
     wheelhouse = work / "wheelhouse"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--only-binary=:all:",
-            "-d",
-            str(wheelhouse),
-            *DEPS,
-            "setuptools",
-        ],
-        check=True,
-    )
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-    handler = partial(Quiet, directory=str(work))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    url = f"http://127.0.0.1:{server.server_address[1]}/index/simple"
-    url_with_requires = f"http://127.0.0.1:{server.server_address[1]}/index-requires/simple"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "build",
-            "--sdist",
-            "--no-isolation",
-            "-o",
-            str(work / "sdist"),
-            "-C",
-            f"index-url={url}",
-            str(REPO),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    (sdist,) = (work / "sdist").glob("*.tar.gz")
+    download_wheels(wheelhouse, [*DEPS, "setuptools"])
+    server = FlakyServer(work)  # every request answered normally: nothing is queued
+    url = f"{server.url}/index/simple"
+    url_with_requires = f"{server.url}/index-requires/simple"
+    sdist = build_sdist(work / "sdist", url)
     publish([wheel], work / "index", catalog, sdists=[sdist], progress=False)
     publish([wheel], work / "index-requires", catalog, sdists=[with_build_requires(sdist, work)], progress=False)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server.thread.start()
 
     selector_cmd = [
         "-m",
@@ -253,11 +211,12 @@ def main() -> int:
             env=env,
         )
         hook_times.append(float(out.stdout.strip().splitlines()[-1]))
-    server.shutdown()
+    server.httpd.shutdown()
+    server.httpd.server_close()
     med = statistics.median
     result = {
         "benchmark": "pip install hvd-selector via the selector backend (prebuilt found) vs pip install <same wheel>",
-        "command": f"python benchmarks/bench_pip_install.py --rounds {args.rounds}",
+        "command": f"python -m benchmarks.bench_pip_install --rounds {args.rounds}",
         "variant": format_variant(variant),
         "rounds": args.rounds,
         "selector_median_s": med(selector_times),

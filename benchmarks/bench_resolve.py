@@ -11,11 +11,11 @@ sides' environment; no HVD_SELECTOR_* variable, config file or cache is used.
 ``hvd-selector`` runs through a console-script wrapper identical to the one
 pip writes, so the measured import path is the installed one.
 
-    python benchmarks/bench_resolve.py                # 41 rounds, writes benchmarks/results/resolve.json
-    python benchmarks/bench_resolve.py --rounds 101
-    python benchmarks/bench_resolve.py --profile      # adds -X importtime, cProfile and a step table
-    python benchmarks/bench_resolve.py --clean-venv   # both sides in a fresh venv holding only archspec
-    python benchmarks/bench_resolve.py --index-variants 2500   # adds the 10,000-wheel index case
+    python -m benchmarks.bench_resolve                # 41 rounds, writes benchmarks/results/resolve.json
+    python -m benchmarks.bench_resolve --rounds 101
+    python -m benchmarks.bench_resolve --profile      # adds -X importtime, cProfile and a step table
+    python -m benchmarks.bench_resolve --clean-venv   # both sides in a fresh venv holding only archspec
+    python -m benchmarks.bench_resolve --index-variants 2500   # adds the 10,000-wheel index case
 
 With ``--index-variants N`` the benchmark also generates (in a temporary
 directory, from the catalog; see ``synthetic_index.py``) a variant index of N
@@ -45,10 +45,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from selector_backend.files.atomic import atomic_write_text
 
-from selector_backend.files.atomic import atomic_write_text  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 RESULTS = ROOT / "benchmarks" / "results" / "resolve.json"
 TARGET_RATIO = 1.2  # cold catalog-only resolve vs bare archspec
@@ -268,9 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         index_url = None
         if args.index_variants:
-            sys.path.insert(0, str(ROOT / "benchmarks"))
-            from synthetic_index import write_index
-
+            from benchmarks.synthetic_index import write_index
             from selector_backend.engine.catalog import load_catalog
 
             simple, wheels = write_index(scratch / "index", load_catalog(), args.index_variants)
@@ -288,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         pair_ratios = [a / b for a, b in zip(ours, peer, strict=True)]
         result: dict[str, Any] = {
             "benchmark": "cold hvd-selector resolve --json vs python -c 'import archspec.cpu; archspec.cpu.host()'",
-            "command": "python benchmarks/bench_resolve.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "command": "python -m benchmarks.bench_resolve " + " ".join(argv if argv is not None else sys.argv[1:]),
             "rounds": args.rounds,
             "warmup_rounds": args.warmup,
             "machine": {

@@ -8,8 +8,8 @@ installed size (stripped, as scikit-build-core installs), the GPU code in it
 (.nv_fatbin), the deflate-compressed size as it would sit in a wheel, and the
 compile time, then the fat/thin ratios.
 
-    python benchmarks/wheel_size.py            # writes benchmarks/results/wheel_size.{json,md}
-    python benchmarks/wheel_size.py --jobs 2 --keep /tmp/ws
+    python -m benchmarks.wheel_size            # writes benchmarks/results/wheel_size.{json,md}
+    python -m benchmarks.wheel_size --jobs 2 --keep /tmp/ws
 """
 
 from __future__ import annotations
@@ -27,15 +27,12 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from devtools import hvd_nccl_build
+from selector_backend.engine.catalog import Catalog, load_catalog
+from selector_backend.engine.variant import Variant, format_variant
+from selector_backend.files.atomic import atomic_write_text
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "native" / "nccl" / "standalone"))
-sys.path.insert(0, str(ROOT))
-
-import hvd_nccl_build  # noqa: E402
-
-from selector_backend.engine.catalog import Catalog, load_catalog  # noqa: E402
-from selector_backend.engine.variant import Variant, format_variant  # noqa: E402
-from selector_backend.files.atomic import atomic_write_text  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 CUDA_LINE = "13"
@@ -149,7 +146,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"{s['sum_of_thin_over_fat_wheel']}x the index space of one fat build. Compile time: "
         f"{s['thin_compile_s_median']:.0f} s per thin build, {s['fat_compile_s']:.0f} s for the fat one.",
         "",
-        f"Measured by `python benchmarks/wheel_size.py` with {report['toolchain']['nvcc']} on "
+        f"Measured by `python -m benchmarks.wheel_size` with {report['toolchain']['nvcc']} on "
         f"{report['toolchain']['host']}.",
     ]
     return "\n".join(lines) + "\n"

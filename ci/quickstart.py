@@ -23,7 +23,6 @@ import venv
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 ALLREDUCE = """
 import numpy as np, hvd_selector as hvd

@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash .ci/install-deps
-exec python3 ci/quickstart.py "$@"
+exec python3 -m ci.quickstart "$@"

@@ -1,5 +1,5 @@
 """End-to-end fixtures: real variant wheels, a published variant index on a real loopback HTTP
-server, an sdist that embeds the index URL, and fresh virtual environments.
+server, an sdist that embeds the index URL, and local wheels for fresh virtual environments.
 
 The three gloo wheels (x86_64, x86_64_v3, x86_64_v4) are built once per session
 through the project's own backend (``-C variant=...``) and published with
@@ -8,144 +8,23 @@ through the project's own backend (``-C variant=...``) and published with
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import venv
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from .http_fixtures import FlakyServer, serve
+from devtools.loopback_http import serve
+from devtools.sdist import build_sdist
+from devtools.venvs import download_wheels
 
-REPO = Path(__file__).resolve().parents[2]
-E2E_TARGETS = ("x86_64", "x86_64_v3", "x86_64_v4")
-RUNTIME_DEPS = ("numpy", "archspec", "packaging", "nvidia-ml-py")
-BUILD_DEPS = ("packaging", "archspec", "scikit-build-core", "nanobind", "cmake", "ninja", "pathspec")
-
-
-def run(
-    cmd: list[str],
-    *,
-    env: dict[str, str] | None = None,
-    cwd: Path | None = None,
-    timeout: float = 900,
-    check: bool = True,
-) -> subprocess.CompletedProcess[str]:
-    """Run a command; commands from a venv run inside it, so the checkout is never on sys.path."""
-    if cwd is None and (Path(cmd[0]).parent.parent / "pyvenv.cfg").is_file():
-        cwd = Path(cmd[0]).parent.parent
-    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode:
-        raise AssertionError(
-            f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n"
-            f"--- stderr\n{proc.stderr[-6000:]}"
-        )
-    return proc
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """The environment of a user with no hvd-selector configuration."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HVD_SELECTOR", "PIP_", "VIRTUAL_ENV"))}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.update(extra)
-    return env
-
-
-@dataclass
-class VariantIndex:
-    root: Path
-    server: FlakyServer
-    wheels: dict[str, Path]
-    sdist: Path
-    wheelhouse: Path
-
-    @property
-    def url(self) -> str:
-        return f"{self.server.url}/simple"
-
-    def published_path(self, target: str) -> str:
-        """URL path (on the server) of the labelled wheel published for ``target``."""
-        from selector_backend.engine.catalog import load_catalog
-        from selector_backend.publishing.publish import inspect_wheel
-
-        name = inspect_wheel(self.wheels[target], load_catalog()).published_name
-        assert (self.root / "simple" / "hvd-selector" / name).is_file(), f"{name} is not published"
-        return f"/simple/hvd-selector/{name}"
-
-
-def build_sdist(out: Path, index_url: str) -> Path:
-    run(
-        [
-            sys.executable,
-            "-m",
-            "build",
-            "--sdist",
-            "--no-isolation",
-            "-o",
-            str(out),
-            "-C",
-            f"index-url={index_url}",
-            str(REPO),
-        ],
-        env=clean_env(),
-    )
-    (sdist,) = out.glob("*.tar.gz")
-    return sdist
-
-
-def build_and_publish(root: Path, wheelhouse: Path, targets: tuple[str, ...], sdist: Path) -> dict[str, Path]:
-    """``hvd-selector build-variants`` (the release builder: backend + auditwheel) into ``root``."""
-    from selector_backend.engine.catalog import load_catalog
-    from selector_backend.publishing.publish import inspect_wheel
-
-    cmd = [
-        sys.executable,
-        "-m",
-        "selector_backend",
-        "build-variants",
-        "--index",
-        str(root),
-        "--wheelhouse",
-        str(wheelhouse),
-        "--sdist",
-        str(sdist),
-    ]
-    for target in targets:
-        cmd += ["--variant", f"target={target} tensor_ops=gloo controllers=gloo"]
-    run(cmd, env=clean_env(), cwd=REPO, timeout=1800)
-    catalog = load_catalog()
-    wheels = {}
-    for path in wheelhouse.glob("*/*.whl"):
-        if path.parent.name != "raw":
-            wheels[str(inspect_wheel(path, catalog).variant["target"])] = path
-    assert set(targets) <= set(wheels), f"build-variants left {sorted(wheels)} for {targets}"
-    return wheels
+from .backend_helpers import BUILD_DEPS, E2E_TARGETS, RUNTIME_DEPS, VariantIndex, build_and_publish, clean_env
 
 
 @pytest.fixture(scope="session")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Runtime and build dependencies as local wheels: fresh venvs install without the network."""
     house = tmp_path_factory.mktemp("wheelhouse")
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--only-binary=:all:",
-            "-d",
-            str(house),
-            *RUNTIME_DEPS,
-            *BUILD_DEPS,
-        ],
-        timeout=600,
-    )
-    return house
+    return download_wheels(house, [*RUNTIME_DEPS, *BUILD_DEPS])
 
 
 @pytest.fixture(scope="session")
@@ -154,57 +33,6 @@ def variant_index(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path) ->
     root = base / "index"
     root.mkdir()
     with serve(root) as server:
-        sdist = build_sdist(base / "sdist", f"{server.url}/simple")
+        sdist = build_sdist(base / "sdist", f"{server.url}/simple", env=clean_env())
         wheels = build_and_publish(root, base / "built", E2E_TARGETS, sdist)
         yield VariantIndex(root, server, wheels, sdist, wheelhouse)
-
-
-def make_venv(path: Path) -> Path:
-    venv.EnvBuilder(with_pip=True, clear=True).create(path)
-    return path / "bin"
-
-
-def pip_install(
-    bindir: Path, index: VariantIndex, *extra: str, env: dict[str, str] | None = None, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    """Stock pip: the sdist comes from the variant index, dependencies from the local wheelhouse."""
-    return run(
-        [
-            str(bindir / "python"),
-            "-m",
-            "pip",
-            "install",
-            "-v",
-            "--no-cache-dir",
-            "--find-links",
-            str(index.wheelhouse),
-            "--extra-index-url",
-            index.url,
-            *extra,
-            "hvd-selector",
-        ],
-        env=env or clean_env(),
-        check=check,
-        timeout=1200,
-    )
-
-
-def build_info(bindir: Path, env: dict[str, str] | None = None) -> dict[str, object]:
-    import json
-
-    out = run(
-        [str(bindir / "python"), "-c", "import json, hvd_selector; print(json.dumps(hvd_selector.build_info()))"],
-        env=env or clean_env(),
-    )
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
-def copy_index(index: VariantIndex, dest: Path, keep: tuple[str, ...]) -> Path:
-    """A second index holding only the wheels for ``keep`` targets (plus the same sdist)."""
-    from selector_backend.engine.catalog import load_catalog
-    from selector_backend.publishing.publish import publish
-
-    if dest.exists():
-        shutil.rmtree(dest)
-    publish([index.wheels[t] for t in keep], dest, load_catalog(), sdists=[index.sdist], progress=False)
-    return dest

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import VariantIndex, build_info, clean_env, copy_index, make_venv, pip_install, run
-from .http_fixtures import serve
+from devtools.loopback_http import serve
+from devtools.venvs import make_venv
+
+from .backend_helpers import VariantIndex, build_info, clean_env, copy_index, pip_install, run
 
 pytestmark = pytest.mark.slow
 

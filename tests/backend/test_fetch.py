@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from devtools.loopback_http import serve
 from selector_backend.errors import ExternalError, InputError, IntegrityError
 from selector_backend.install import fetch
-
-from .http_fixtures import serve
 
 
 def _zip_payload() -> bytes:

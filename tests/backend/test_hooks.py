@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from devtools.loopback_http import serve
 from selector_backend.install import backend
 from selector_backend.install.build import BASE_BUILD_REQUIRES
-
-from .http_fixtures import serve
 
 ROOT = Path(__file__).resolve().parents[2]
 

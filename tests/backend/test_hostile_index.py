@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, clean_env
+from .backend_helpers import REPO, clean_env
 from .hostile_index import (
     PROJECT,
     HostileIndex,

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
 import pytest
+
+from ci import quickstart
 
 from .runnable import Block, find_blocks, pattern, script, split_output
 
@@ -30,11 +31,6 @@ pytestmark = pytest.mark.slow
 def docs_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory holding build/quickstart/index, built once per session."""
     work = tmp_path_factory.mktemp("docs-work")
-    sys.path.insert(0, str(ROOT / "ci"))
-    try:
-        import quickstart
-    finally:
-        sys.path.remove(str(ROOT / "ci"))
     # one baseline CPU build keeps the session short; it runs on every x86_64/aarch64 host
     import platform
 

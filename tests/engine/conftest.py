@@ -1,5 +1,5 @@
 """Fixtures for the selector-engine tests: the real CLI in a clean subprocess,
-the project catalog, and the recorded NVML answers in tests/data/nvml."""
+the project catalog, and JSON files in a temporary directory."""
 
 from __future__ import annotations
 
@@ -12,33 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import ROOT, clean_env
 
-
-class CliResult:
-    """A finished ``python -m selector_backend`` run."""
-
-    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
-        self.rc = proc.returncode
-        self.out = proc.stdout
-        self.err = proc.stderr
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-    def one_line_error(self) -> str:
-        """The single error line a user sees; fails on tracebacks or chatter."""
-        assert "Traceback" not in self.err, self.err
-        lines = [line for line in self.err.splitlines() if line.strip()]
-        assert len(lines) == 1, f"expected one error line, got:\n{self.err}"
-        assert lines[0].startswith("hvd-selector: error: "), lines[0]
-        return lines[0]
-
-    def __repr__(self) -> str:
-        return f"CliResult(rc={self.rc}, err={self.err[-2000:]!r})"
-
-
-Cli = Callable[..., CliResult]
+from .engine_helpers import ROOT, Cli, CliResult, clean_env
 
 
 @pytest.fixture

@@ -1,16 +1,46 @@
-"""Small builders shared by the engine tests (imported as a plain module)."""
+"""Small builders shared by the engine tests: paths, a clean environment, host
+profiles, and the result of one CLI run (the ``cli`` fixture in conftest.py)."""
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping, Sequence
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from selector_backend.engine.host import CpuInfo, GpuInfo, HostProfile, LibraryInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 NVML = DATA / "nvml"
+
+
+class CliResult:
+    """A finished ``python -m selector_backend`` run."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+    def one_line_error(self) -> str:
+        """The single error line a user sees; fails on tracebacks or chatter."""
+        assert "Traceback" not in self.err, self.err
+        lines = [line for line in self.err.splitlines() if line.strip()]
+        assert len(lines) == 1, f"expected one error line, got:\n{self.err}"
+        assert lines[0].startswith("hvd-selector: error: "), lines[0]
+        return lines[0]
+
+    def __repr__(self) -> str:
+        return f"CliResult(rc={self.rc}, err={self.err[-2000:]!r})"
+
+
+Cli = Callable[..., CliResult]
 
 
 def clean_env(tmp: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import ROOT
+
+from .engine_helpers import ROOT
 
 CATALOG = (ROOT / "variants" / "catalog.toml").read_text(encoding="utf-8")
 

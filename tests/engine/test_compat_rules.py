@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import archspec.cpu
 import pytest
-from engine_helpers import make_host
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from selector_backend.engine import compat, targets
 from selector_backend.engine.compat import check_cuda, check_target, cuda_arch_support
+
+from .engine_helpers import make_host
 
 ALL_TARGETS = sorted(archspec.cpu.TARGETS)
 FAMILY_ROOTS = ("x86_64", "aarch64")

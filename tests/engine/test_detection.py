@@ -14,10 +14,11 @@ from typing import Any
 
 import archspec.cpu
 import pytest
-from engine_helpers import NVML, ROOT, clean_env
 
 from selector_backend.detect import bounded, libraries, nvidia, system
 from selector_backend.errors import InputError
+
+from .engine_helpers import NVML, ROOT, clean_env
 
 
 def fake_tool(directory: Path, name: str, body: str) -> Path:

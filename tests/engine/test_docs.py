@@ -3,20 +3,31 @@ engine pages build without warnings."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
-from engine_helpers import ROOT
-
-sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-
-import hvd_tables
 
 from selector_backend.engine.catalog import load_catalog
 from selector_backend.settings import OPTIONS, OTHER_ENV
+
+from .engine_helpers import ROOT
+
+
+def _sphinx_extension(name: str) -> ModuleType:
+    """docs/_ext/<name>.py, loaded from its file as Sphinx loads it (docs/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "_ext" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+hvd_tables = _sphinx_extension("hvd_tables")
 
 ENGINE_PAGES = [
     "index.md",

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine_helpers import ROOT
+
+from .engine_helpers import ROOT
 
 PROBE = """
 import pytest

@@ -8,12 +8,13 @@ from typing import Any
 
 import archspec.cpu
 import pytest
-from engine_helpers import make_host
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from selector_backend.engine.host import MPI_IMPLEMENTATIONS, CpuInfo, GpuInfo, HostProfile, LibraryInfo
 from selector_backend.errors import InputError
+
+from .engine_helpers import make_host
 
 FAMILY_TARGETS = sorted(t for t, m in archspec.cpu.TARGETS.items() if m.family.name in ("x86_64", "aarch64"))
 text = st.text(string.ascii_letters + string.digits + ' -_./()[]"é€', min_size=1, max_size=20)

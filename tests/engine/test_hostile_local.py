@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Cli
+
+from .engine_helpers import Cli
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1"])

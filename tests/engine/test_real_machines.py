@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import ROOT, clean_env
 
 from selector_backend.engine.host import HostProfile
 from selector_backend.engine.policy import parse_selector
 from selector_backend.engine.resolve import Candidate, resolve
 from selector_backend.engine.sources import catalog_matrix
 from selector_backend.engine.variant import format_variant
+
+from .engine_helpers import ROOT, clean_env
 
 A100 = {"name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0"}  # [cc]
 H100 = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}  # [cc]

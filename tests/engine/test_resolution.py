@@ -7,7 +7,6 @@ from typing import Any
 
 import jsonschema
 import pytest
-from engine_helpers import make_host
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +16,8 @@ from selector_backend.engine.resolve import Candidate, ideal_variant, resolve
 from selector_backend.engine.sources import catalog_matrix
 from selector_backend.engine.variant import format_variant
 from selector_backend.errors import InputError
+
+from .engine_helpers import make_host
 
 HOSTS = [
     "icelake",

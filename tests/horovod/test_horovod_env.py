@@ -15,9 +15,7 @@ from selector_backend.engine.host import HostProfile
 from selector_backend.engine.policy import parse_selector
 from selector_backend.errors import InputError
 from selector_backend.interop.horovod import arch_flags, horovod_env, nccl_home, parse_compiler
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spack"))
-from spack_hosts import host, host_json
+from tests.spack.spack_hosts import host, host_json
 
 GCC12 = ("gcc", "12.2.0")
 

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from devtools.native_builds import GLOO, Build, build_variant
 
-import netns
-from native_builds import GLOO, Build, build_variant
+from . import netns
 
 
 def _needs_root_and_tools() -> None:

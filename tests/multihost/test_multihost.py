@@ -18,8 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
-from native_builds import REPO, Build
-from netns import Cluster, sh
+
+from devtools.native_builds import REPO, Build
+
+from .netns import Cluster, sh
 
 pytestmark = pytest.mark.slow
 WORKER = Path(__file__).resolve().parent / "workers" / "job.py"

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from native_builds import Build
+
+from devtools.native_builds import Build
 
 pytestmark = pytest.mark.slow
 WORKER = Path(__file__).resolve().parent / "workers" / "job.py"

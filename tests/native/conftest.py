@@ -1,6 +1,6 @@
 """Fixtures for the native tests: one build per variant and source state.
 
-See native_builds.py (shared with benchmarks/) for where builds live.
+See devtools/native_builds.py (shared with benchmarks/) for where builds live.
 """
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from native_builds import GLOO, Build, build_variant, mpi_defines
+
+from devtools.native_builds import GLOO, Build, build_variant, mpi_defines
 
 
 @pytest.fixture(scope="session")

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import cases
 import numpy as np
 import pytest
-from native_builds import Build, launch
+
+from devtools.native_builds import Build
+
+from . import cases
+from .native_helpers import launch
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from native_builds import Build, launch, source_module
+
+from devtools.native_builds import Build
+
+from .native_helpers import launch, source_module
 
 dataplane = source_module("_dataplane")
 

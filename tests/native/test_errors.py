@@ -7,7 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
-from native_builds import Build, launch
+
+from devtools.native_builds import Build
+
+from .native_helpers import launch
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from native_builds import Build, python, source_module
+
+from devtools.native_builds import Build, python
+
+from .native_helpers import source_module
 
 pytestmark = pytest.mark.slow  # builds (or reuses) native variants
 

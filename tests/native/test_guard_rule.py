@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import archspec.cpu
 import pytest
-from native_builds import source_module
 
 from selector_backend.engine.catalog import load_catalog
 from selector_backend.engine.compat import check_target
 from selector_backend.engine.host import CpuInfo, HostProfile
 from selector_backend.jobs.build_facts import BuildFacts
+
+from .native_helpers import source_module
 
 CATALOG_TARGETS = load_catalog().axes["target"].values
 MICROARCHS = sorted(archspec.cpu.TARGETS)

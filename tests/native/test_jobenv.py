@@ -6,7 +6,8 @@ import socket
 import time
 
 import pytest
-from native_builds import source_module
+
+from .native_helpers import source_module
 
 jobenv = source_module("jobenv")
 buildmix = source_module("buildmix")

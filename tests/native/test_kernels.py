@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from native_builds import REPO
+
+from devtools.native_builds import REPO
 
 HARNESS = Path(__file__).resolve().parent / "kernels" / "check_kernels.cpp"
 SOURCES = [REPO / "native" / "src" / "kernels_cpu.cpp", REPO / "native" / "src" / "common.cpp"]

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from native_builds import REPO, WORKERS, Build, build_variant, python
+
+from devtools.native_builds import REPO, Build, build_variant, python
 
 pytestmark = pytest.mark.slow
 
@@ -64,8 +65,8 @@ def test_cpu_tensors_served_by_gloo(nccl_build: Build, tmp_path: Path) -> None:
 
 def test_gpu_tensor_dispatch_fails_clearly(nccl_build: Build, tmp_path: Path) -> None:
     code = (
-        f"import sys; sys.path.insert(0, {str(WORKERS)!r})\n"
-        "from fake_cuda import cuda_capsule\nimport hvd_selector as h\nfrom hvd_selector import _core\nh.init()\n"
+        "from tests.native.workers.fake_cuda import cuda_capsule\n"
+        "import hvd_selector as h\nfrom hvd_selector import _core\nh.init()\n"
         "try:\n _core.allreduce(cuda_capsule(), cuda_capsule(), 0, 1.0, 1.0)\n"
         "except h.UnavailableError as e:\n print('UNAVAILABLE', e)"
     )
@@ -75,8 +76,8 @@ def test_gpu_tensor_dispatch_fails_clearly(nccl_build: Build, tmp_path: Path) ->
 
 def test_gpu_tensor_on_cpu_build_fails_clearly(gloo_build: Build, tmp_path: Path) -> None:
     code = (
-        f"import sys; sys.path.insert(0, {str(WORKERS)!r})\n"
-        "from fake_cuda import cuda_capsule\nimport hvd_selector as h\nfrom hvd_selector import _core\nh.init()\n"
+        "from tests.native.workers.fake_cuda import cuda_capsule\n"
+        "import hvd_selector as h\nfrom hvd_selector import _core\nh.init()\n"
         "try:\n _core.allreduce(cuda_capsule(), cuda_capsule(), 0, 1.0, 1.0)\n"
         "except h.UnavailableError as e:\n print('UNAVAILABLE', e)"
     )

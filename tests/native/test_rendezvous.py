@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from native_builds import source_module
+
+from .native_helpers import source_module
 
 rendezvous = source_module("rendezvous")  # the package's __init__ needs a built core
 RendezvousError, StoreClient, StoreServer = rendezvous.RendezvousError, rendezvous.StoreClient, rendezvous.StoreServer
@@ -69,7 +70,7 @@ def test_tampered_message_is_refused(server: StoreServer) -> None:
 @pytest.mark.slow
 def test_wrong_secret_through_init(gloo_build, tmp_path: Path) -> None:
     """A rank with the wrong secret gets a one-line RendezvousError from init()."""
-    from native_builds import python
+    from devtools.native_builds import python
 
     srv = StoreServer(b"s" * 32).start()
     try:
@@ -93,7 +94,7 @@ def test_wrong_secret_through_init(gloo_build, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_missing_rank_times_out_in_init(gloo_build, tmp_path: Path) -> None:
-    from native_builds import python
+    from devtools.native_builds import python
 
     srv = StoreServer(b"s" * 32).start()
     try:

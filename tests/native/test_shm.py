@@ -9,8 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
-from native_builds import WORKERS, Build, launch, run_argv
-from test_collectives import check_every_op_and_dtype, results
+
+from devtools.native_builds import Build, run_argv
+
+from .native_helpers import WORKERS, launch
+from .test_collectives import check_every_op_and_dtype, results
 
 pytestmark = pytest.mark.slow
 

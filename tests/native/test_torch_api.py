@@ -8,7 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from native_builds import REPO, Build, launch, run_argv
+
+from devtools.native_builds import REPO, Build, run_argv
+
+from .native_helpers import launch
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from cuda_driver import CudaDriver
-from nccl_plugin_abi import Plugin
+
+from tests.nccl.cuda_driver import CudaDriver
+from tests.nccl.nccl_plugin_abi import Plugin
 
 
 def main(library: str, rank: int, size: int, uid: bytes) -> None:

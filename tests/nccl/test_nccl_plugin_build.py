@@ -11,11 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import hvd_nccl_build
 import pytest
-from conftest import ROOT, TEST_VARIANT, toolchain_missing
 
-HERE = Path(__file__).resolve().parent
+from devtools import hvd_nccl_build
+
+from .nccl_helpers import ROOT, TEST_VARIANT, toolchain_missing
+
 HAS_DRIVER = ctypes.util.find_library("cuda") is not None
 
 
@@ -49,8 +50,7 @@ def test_needs_only_nccl_at_run_time(built_plugin: hvd_nccl_build.Built) -> None
 
 _PROBE = """
 import json, sys
-sys.path.insert(0, sys.argv[2])
-from nccl_plugin_abi import Plugin, PluginError
+from tests.nccl.nccl_plugin_abi import Plugin, PluginError
 p = Plugin(sys.argv[1])
 out = {"abi": p.table.abi_version, "versions": p.versions(), "devices": p.device_count(),
        "why": p.error()}
@@ -77,8 +77,9 @@ def probe(built_plugin: hvd_nccl_build.Built) -> dict[str, object]:
     """Load the installed plugin in a fresh process with no LD_LIBRARY_PATH, so
     NCCL must be found through the plugin's RUNPATH as in a real install."""
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env["PYTHONPATH"] = str(ROOT)  # the probe imports tests.nccl.nccl_plugin_abi
     proc = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(built_plugin.library), str(HERE)],
+        [sys.executable, "-c", _PROBE, str(built_plugin.library)],
         capture_output=True,
         text=True,
         env=env,

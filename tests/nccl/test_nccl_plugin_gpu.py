@@ -13,11 +13,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import hvd_nccl_build
 import numpy as np
 import pytest
-from cuda_driver import CudaDriver, from_bfloat16, numpy_dtype, to_bfloat16
-from nccl_plugin_abi import DTYPES, Plugin, PluginError
+
+from devtools import hvd_nccl_build
+
+from .cuda_driver import CudaDriver, from_bfloat16, numpy_dtype, to_bfloat16
+from .nccl_helpers import ROOT
+from .nccl_plugin_abi import DTYPES, Plugin, PluginError
 
 pytestmark = pytest.mark.gpu
 HERE = Path(__file__).resolve().parent
@@ -142,7 +145,7 @@ def test_two_ranks_on_two_gpus(built_plugin: hvd_nccl_build.Built, plugin: Plugi
     if cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
     uid = plugin.unique_id().hex()
-    env = dict(os.environ, PYTHONPATH=str(HERE))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))  # the worker imports tests.nccl.*
     worker = HERE / "nccl_gpu_worker.py"
     procs = [
         subprocess.Popen(

@@ -12,9 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import hvd_nccl_build
 import pytest
-from conftest import ROOT, toolchain_missing
+
+from devtools import hvd_nccl_build
+
+from .nccl_helpers import ROOT, toolchain_missing
 
 pytestmark = pytest.mark.slow
 

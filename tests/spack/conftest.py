@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spack_hosts import host_json
 
 from selector_backend.engine.catalog import load_catalog
+
+from .spack_hosts import host_json
 
 
 @pytest.fixture(scope="session")

@@ -7,11 +7,12 @@ import json
 import shutil
 
 import pytest
-from spack_hosts import DATA, DATED, DEVELOP
 
 from selector_backend.cli.main import main
 from selector_backend.errors import InputError
 from selector_backend.interop.spack.listing import load_listing
+
+from .spack_hosts import DATA, DATED, DEVELOP
 
 
 def test_real_listings_load():

@@ -7,13 +7,14 @@ import random
 
 import archspec.cpu
 import pytest
-from spack_hosts import DATED, DEVELOP, host
 
 from selector_backend.cli.main import main
 from selector_backend.engine.policy import parse_selector
 from selector_backend.interop.spack.listing import Listing, load_listing
 from selector_backend.interop.spack.pick import pick
 from selector_backend.interop.spack.spec import format_spec, parse_spec
+
+from .spack_hosts import DATED, DEVELOP, host
 
 # (listing, host args, selector, any_os, expected hash or None, substring of the spec to build instead)
 CASES = [
@@ -118,7 +119,7 @@ def test_rocm_and_unknown_values_make_a_spec_incompatible_not_an_error(tmp_path,
 
 
 def test_index_sources_record_the_cuda_version(catalog, tmp_path):
-    from spack_hosts import DATA
+    from .spack_hosts import DATA
 
     # v3 index: an sm_90 build with ^cuda@12.8.0 is checked against the driver with the recorded
     # version: CUDA minor-version compatibility runs it on a 12.4 driver (SASS for the H100;

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import cases
-
 import hvd_selector as hvd
+from tests.native import cases
 
 out_dir = Path(sys.argv[1])
 hosts = int(sys.argv[2]) if len(sys.argv) > 2 else 1

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import importlib
 import os
 import shutil
 import subprocess
 import sys
-import types
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 VARIANTS_DIR = REPO / "build" / "test-variants"
-WORKERS = Path(__file__).resolve().parent / "workers"
 HASHED = ["CMakeLists.txt"]
 AXES = {
     "HVD_TARGET": "target",
@@ -162,27 +159,8 @@ def run_argv(np_: int, script: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "selector_backend", "run", "-np", str(np_), sys.executable, str(script), *args]
 
 
-def launch(
-    build: Build, np_: int, script: str, *args: str, cwd: Path, timeout: float = 180, **env: str
-) -> subprocess.CompletedProcess[str]:
-    """hvd-selector run -np N python workers/<script> args... (output captured)."""
-    cmd = run_argv(np_, WORKERS / script, *args)
-    return subprocess.run(cmd, cwd=cwd, env=build.env(**env), capture_output=True, text=True, timeout=timeout)
-
-
 def python(build: Build, code: str, cwd: Path, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` in the build's environment (output captured)."""
     return subprocess.run(
         [sys.executable, "-c", code], cwd=cwd, env=build.env(**env), capture_output=True, text=True, timeout=timeout
     )
-
-
-def source_module(name: str) -> types.ModuleType:
-    """hvd_selector.<name> from the source tree without running the package's
-    __init__ (which needs a built core): the modules are loaded as members of
-    a stand-in package whose path is the source directory."""
-    package = "hvd_selector_source"
-    if package not in sys.modules:
-        stub = types.ModuleType(package)
-        stub.__path__ = [str(REPO / "hvd_selector")]
-        sys.modules[package] = stub
-    return importlib.import_module(f"{package}.{name}")

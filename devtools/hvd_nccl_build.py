@@ -2,7 +2,8 @@
 
 Used by tests/nccl and benchmarks/wheel_size.py so both build the plugin the
 way the real build does (the same generated hvd_variant.cmake, the same
-native/nccl fragment) without building the core library.
+native/nccl fragment, through native/nccl/standalone/CMakeLists.txt) without
+building the core library.
 """
 
 from __future__ import annotations
@@ -16,16 +17,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-STANDALONE = Path(__file__).resolve().parent
+from selector_backend.engine.catalog import Catalog, load_catalog
+from selector_backend.engine.variant import Variant
+from selector_backend.install.cmake_config import write_cmake_config
+
+ROOT = Path(__file__).resolve().parents[1]
+STANDALONE = ROOT / "native" / "nccl" / "standalone"
 INSTALLED_NAME = Path("hvd_selector") / "libhvd_nccl.so"
-
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from selector_backend.engine.catalog import Catalog, load_catalog  # noqa: E402
-from selector_backend.install.cmake_config import write_cmake_config  # noqa: E402
-from selector_backend.engine.variant import Variant  # noqa: E402
 
 
 @dataclass(frozen=True)

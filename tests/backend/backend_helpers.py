@@ -1,0 +1,140 @@
+"""What the pip end-to-end tests share: running commands, the variant index they
+install from (built and published through the project's own tools), and stock
+pip in fresh venvs. The fixtures that build it once per session are in conftest.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from devtools.loopback_http import FlakyServer
+from devtools.venvs import user_env
+
+REPO = Path(__file__).resolve().parents[2]
+E2E_TARGETS = ("x86_64", "x86_64_v3", "x86_64_v4")
+RUNTIME_DEPS = ("numpy", "archspec", "packaging", "nvidia-ml-py")
+BUILD_DEPS = ("packaging", "archspec", "scikit-build-core", "nanobind", "cmake", "ninja", "pathspec")
+
+
+def run(
+    cmd: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 900,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run a command; commands from a venv run inside it, so the checkout is never on sys.path."""
+    if cwd is None and (Path(cmd[0]).parent.parent / "pyvenv.cfg").is_file():
+        cwd = Path(cmd[0]).parent.parent
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode:
+        raise AssertionError(
+            f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n"
+            f"--- stderr\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a user with no hvd-selector configuration."""
+    return user_env(PYTHONDONTWRITEBYTECODE="1", **extra)
+
+
+@dataclass
+class VariantIndex:
+    root: Path
+    server: FlakyServer
+    wheels: dict[str, Path]
+    sdist: Path
+    wheelhouse: Path
+
+    @property
+    def url(self) -> str:
+        return f"{self.server.url}/simple"
+
+    def published_path(self, target: str) -> str:
+        """URL path (on the server) of the labelled wheel published for ``target``."""
+        from selector_backend.engine.catalog import load_catalog
+        from selector_backend.publishing.publish import inspect_wheel
+
+        name = inspect_wheel(self.wheels[target], load_catalog()).published_name
+        assert (self.root / "simple" / "hvd-selector" / name).is_file(), f"{name} is not published"
+        return f"/simple/hvd-selector/{name}"
+
+
+def build_and_publish(root: Path, wheelhouse: Path, targets: tuple[str, ...], sdist: Path) -> dict[str, Path]:
+    """``hvd-selector build-variants`` (the release builder: backend + auditwheel) into ``root``."""
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.publishing.publish import inspect_wheel
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "selector_backend",
+        "build-variants",
+        "--index",
+        str(root),
+        "--wheelhouse",
+        str(wheelhouse),
+        "--sdist",
+        str(sdist),
+    ]
+    for target in targets:
+        cmd += ["--variant", f"target={target} tensor_ops=gloo controllers=gloo"]
+    run(cmd, env=clean_env(), cwd=REPO, timeout=1800)
+    catalog = load_catalog()
+    wheels = {}
+    for path in wheelhouse.glob("*/*.whl"):
+        if path.parent.name != "raw":
+            wheels[str(inspect_wheel(path, catalog).variant["target"])] = path
+    assert set(targets) <= set(wheels), f"build-variants left {sorted(wheels)} for {targets}"
+    return wheels
+
+
+def pip_install(
+    bindir: Path, index: VariantIndex, *extra: str, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Stock pip: the sdist comes from the variant index, dependencies from the local wheelhouse."""
+    return run(
+        [
+            str(bindir / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-v",
+            "--no-cache-dir",
+            "--find-links",
+            str(index.wheelhouse),
+            "--extra-index-url",
+            index.url,
+            *extra,
+            "hvd-selector",
+        ],
+        env=env or clean_env(),
+        check=check,
+        timeout=1200,
+    )
+
+
+def build_info(bindir: Path, env: dict[str, str] | None = None) -> dict[str, object]:
+    out = run(
+        [str(bindir / "python"), "-c", "import json, hvd_selector; print(json.dumps(hvd_selector.build_info()))"],
+        env=env or clean_env(),
+    )
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def copy_index(index: VariantIndex, dest: Path, keep: tuple[str, ...]) -> Path:
+    """A second index holding only the wheels for ``keep`` targets (plus the same sdist)."""
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.publishing.publish import publish
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    publish([index.wheels[t] for t in keep], dest, load_catalog(), sdists=[index.sdist], progress=False)
+    return dest

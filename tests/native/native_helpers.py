@@ -1,0 +1,35 @@
+"""How the native tests run their code: worker scripts (workers/) under
+``hvd-selector run``, and hvd_selector's pure-Python modules from the source
+tree without a built core. Building the variants is devtools.native_builds."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+from devtools.native_builds import REPO, Build, run_argv
+
+WORKERS = Path(__file__).resolve().parent / "workers"
+
+
+def launch(
+    build: Build, np_: int, script: str, *args: str, cwd: Path, timeout: float = 180, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """hvd-selector run -np N python workers/<script> args... (output captured)."""
+    cmd = run_argv(np_, WORKERS / script, *args)
+    return subprocess.run(cmd, cwd=cwd, env=build.env(**env), capture_output=True, text=True, timeout=timeout)
+
+
+def source_module(name: str) -> types.ModuleType:
+    """hvd_selector.<name> from the source tree without running the package's
+    __init__ (which needs a built core): the modules are loaded as members of
+    a stand-in package whose path is the source directory."""
+    package = "hvd_selector_source"
+    if package not in sys.modules:
+        stub = types.ModuleType(package)
+        stub.__path__ = [str(REPO / "hvd_selector")]
+        sys.modules[package] = stub
+    return importlib.import_module(f"{package}.{name}")
