@@ -16,7 +16,10 @@ sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 import hvd_tables
 
 from selector_backend.engine.catalog import load_catalog
-from selector_backend.settings import OPTIONS, OTHER_ENV
+from selector_backend.settings import OTHER_ENV
+from selector_backend.settings.docs import documented_options
+
+OPTIONS = documented_options()
 
 ENGINE_PAGES = [
     "index.md",
