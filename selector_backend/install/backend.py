@@ -27,6 +27,9 @@ from selector_backend.errors import (
 )
 
 if TYPE_CHECKING:
+    from selector_backend.engine.host import HostProfile
+    from selector_backend.engine.resolve import Candidate, Ranked
+    from selector_backend.engine.variant import Variant
     from selector_backend.settings import Settings
 
 T = TypeVar("T")
@@ -37,11 +40,18 @@ class Plan(NamedTuple):
     """What this install will do, and why (shown with pip -v)."""
 
     kind: str  # "prebuilt" or "source"
-    variant: Any  # Variant
+    variant: Variant
     reason: str
     settings: Settings  # the settings the decision was made with
-    host: Any  # host.HostProfile it was made for (build_requires needs it too)
-    candidate: Any = None  # resolve.Ranked for a prebuilt plan
+    host: HostProfile  # the host it was made for (build_requires needs it too)
+    candidate: Ranked | None = None  # the chosen index wheel, for a prebuilt plan
+
+    @property
+    def wheel(self) -> Mapping[str, Any]:
+        """The chosen wheel's url, sha256, filename and label (a prebuilt plan only)."""
+        if self.candidate is None:
+            raise AssertionError("a source plan has no wheel")
+        return self.candidate.candidate.extra
 
     def must_fail(self, exc: ExternalError) -> bool:
         """True when a failure may not fall back to a source build (tampering, never-build)."""
@@ -170,7 +180,7 @@ def _decide(settings: Settings, editable: bool) -> Plan:
     policy = settings.build_policy
     unreadable: list[ExternalError] = []
 
-    def index(host: Any) -> list[Any]:
+    def index(host: HostProfile) -> list[Candidate]:
         """The configured index's wheels; an unreadable index falls back to a source build (unless it must not)."""
         from selector_backend.engine.sources import index_candidates
 
@@ -252,7 +262,7 @@ def _announce(plan: Plan) -> None:
     from selector_backend.install.console import notice
 
     if plan.kind == "prebuilt":
-        extra = plan.candidate.candidate.extra
+        extra = plan.wheel
         notice(f"selected prebuilt {format_variant(plan.variant)} ({extra.get('filename')}) because: {plan.reason}")
     else:
         notice(f"source build of {format_variant(plan.variant)} because: {plan.reason}")
@@ -294,7 +304,7 @@ def _fetch_prebuilt(plan: Plan) -> Path:
     from selector_backend.install.fetch import cached_download
 
     settings = plan.settings
-    extra = plan.candidate.candidate.extra
+    extra = plan.wheel
     return cached_download(
         extra["url"],
         extra["sha256"],
@@ -377,7 +387,7 @@ def _install_prebuilt(plan: Plan, catalog: Any, wheel_directory: Path) -> str:
     from selector_backend.install.build import log, verify_wheel_variant
     from selector_backend.install.fetch import copy_verified
 
-    extra = plan.candidate.candidate.extra
+    extra = plan.wheel
     cached = _fetch_prebuilt(plan)
     verify_wheel_variant(cached, plan.variant, catalog)
     name = standard_filename(extra["filename"])
