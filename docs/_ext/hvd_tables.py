@@ -1,7 +1,8 @@
 """Docs tables generated from the code, so the docs cannot drift from it.
 
-One schema feeds the docs: the settings tables come from
-``selector_backend.settings.OPTIONS``, the catalog tables from
+One model feeds the docs: the settings tables come from the settings model
+(``selector_backend.settings.model``: each field, its names, default and the
+doc string under it), the catalog tables from
 ``load_catalog()``, the command reference from the real argparse parsers.
 The ``*_rows`` functions are plain data so tests can check them without Sphinx.
 
@@ -35,29 +36,17 @@ if str(ROOT) not in sys.path:
 
 
 # ------------------------------------------------------------------ rows (plain data)
-def _default_text(option: Any) -> str:
-    default = option.default
-    if option.name == "cache-dir":
-        return "$XDG_CACHE_HOME/hvd-selector"
-    if default is None:
-        return "detected" if option.host_fact else "unset"
-    if isinstance(default, bool):
-        return "false" if not default else "true"
-    if isinstance(default, tuple):
-        return ", ".join(default) or "none"
-    return str(default)
-
-
 def settings_rows(host_facts: bool = False) -> list[list[str]]:
     """[config key, env var, -C key, default, meaning] for each setting (or each host fact)."""
-    from selector_backend.settings import OPTIONS
+    from selector_backend.settings.docs import default_text, documented_options
 
     rows = []
-    for option in OPTIONS:
+    for doc in documented_options():
+        option = doc.option
         if option.host_fact != host_facts:
             continue
         key = f"[host] {option.name}" if option.host_fact else option.name
-        rows.append([key, option.env, f"-C {option.name}=…", _default_text(option), option.help])
+        rows.append([key, option.env, f"-C {option.name}=…", default_text(option), doc.help])
     return rows
 
 

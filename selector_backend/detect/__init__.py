@@ -1,8 +1,9 @@
 """Detect this machine: one module per fact, each failing soft into ``notes``.
 
 ``detect_host`` never raises for a broken detector and never hangs: every
-subprocess and the NVML query are time-bounded (HVD_SELECTOR_DETECT_TIMEOUT,
-default 5 s). Overrides are applied afterwards by ``selector_backend.settings``.
+subprocess and the NVML query are time-bounded (the detect-timeout setting,
+HVD_SELECTOR_DETECT_TIMEOUT, default 5 s). Overrides are applied afterwards by
+``selector_backend.settings``.
 """
 
 from __future__ import annotations
@@ -29,12 +30,16 @@ def _soft(what: str, probe: Callable[[], T], fallback: T, notes: list[str]) -> T
         return fallback
 
 
-def detect_host() -> HostProfile:
-    """Everything detectable about this machine, without overrides."""
+def detect_host(timeout: float | None = None) -> HostProfile:
+    """Everything detectable about this machine, without overrides.
+
+    ``timeout`` bounds each tool and the NVML query (Settings.detect_timeout;
+    None reads it from the environment).
+    """
     notes: list[str] = []
-    gpu = _soft("nvidia", lambda: nvidia.detect(notes), nvidia.NvidiaFacts(), notes)
+    gpu = _soft("nvidia", lambda: nvidia.detect(notes, timeout), nvidia.NvidiaFacts(), notes)
     libs: dict[str, LibraryInfo | None] = {
-        "mpi": _soft("mpi", lambda: libraries.detect_mpi(notes), None, notes),
+        "mpi": _soft("mpi", lambda: libraries.detect_mpi(notes, timeout), None, notes),
         "nccl": _soft("nccl", lambda: libraries.detect_nccl(notes), None, notes),
         "gloo": _soft("gloo", lambda: libraries.detect_gloo(notes), None, notes),
     }

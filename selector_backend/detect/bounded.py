@@ -11,18 +11,14 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def timeout_seconds() -> float:
-    """HVD_SELECTOR_DETECT_TIMEOUT (default 5 s); a bad value is an error, never silently the default."""
-    text = os.environ.get("HVD_SELECTOR_DETECT_TIMEOUT", "5")
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= 3600:  # also false for nan
-        from selector_backend.errors import InputError
+def timeout_seconds(given: float | None = None) -> float:
+    """The bound on one detector: ``given`` (the detect-timeout setting), else the setting read
+    from the environment alone (callers without Settings); at least 0.1 s."""
+    if given is None:
+        from selector_backend.settings import env_setting
 
-        raise InputError(f"HVD_SELECTOR_DETECT_TIMEOUT={text!r} must be a number of seconds above 0, at most 3600")
-    return max(0.1, value)
+        given = float(env_setting("detect-timeout"))
+    return max(0.1, given)
 
 
 def which(name: str) -> str | None:
@@ -34,19 +30,20 @@ def which(name: str) -> str | None:
     return None
 
 
-def run_text(argv: list[str], notes: list[str]) -> str | None:
+def run_text(argv: list[str], notes: list[str], timeout: float | None = None) -> str | None:
     """stdout+stderr of a command, or None (with a note) on failure/timeout."""
+    bound = timeout_seconds(timeout)
     try:
         done = subprocess.run(
             argv,
             capture_output=True,
             text=True,
-            timeout=timeout_seconds(),
+            timeout=bound,
             stdin=subprocess.DEVNULL,
             check=False,
         )
     except subprocess.TimeoutExpired:
-        notes.append(f"{argv[0]}: timed out after {timeout_seconds():g} s")
+        notes.append(f"{argv[0]}: timed out after {bound:g} s")
         return None
     except OSError as exc:
         notes.append(f"{argv[0]}: cannot run ({exc.strerror or exc})")
@@ -54,7 +51,7 @@ def run_text(argv: list[str], notes: list[str]) -> str | None:
     return (done.stdout or "") + (done.stderr or "")
 
 
-def call_with_timeout(fn: Callable[[], T], what: str) -> T:
+def call_with_timeout(fn: Callable[[], T], what: str, timeout: float | None = None) -> T:
     """Run ``fn`` in a daemon thread; give up (TimeoutError) after the bound.
 
     A hung NVML call cannot be cancelled, but the process no longer waits for it.
@@ -69,9 +66,10 @@ def call_with_timeout(fn: Callable[[], T], what: str) -> T:
 
     thread = threading.Thread(target=target, name=f"hvd-selector-{what}", daemon=True)
     thread.start()
-    thread.join(timeout_seconds())
+    bound = timeout_seconds(timeout)
+    thread.join(bound)
     if thread.is_alive():
-        raise TimeoutError(f"{what} did not answer within {timeout_seconds():g} s")
+        raise TimeoutError(f"{what} did not answer within {bound:g} s")
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
     return box["value"]  # type: ignore[return-value]

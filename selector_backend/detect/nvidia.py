@@ -85,7 +85,7 @@ def parse_nvidia_smi(summary: str, query_csv: str | None) -> NvidiaFacts:
     return NvidiaFacts(tuple(gpus), match.group(1) if match else None)
 
 
-def detect(notes: list[str]) -> NvidiaFacts:
+def detect(notes: list[str], timeout: float | None = None) -> NvidiaFacts:
     nvml = None
     try:
         nvml = load_nvml()
@@ -93,7 +93,7 @@ def detect(notes: list[str]) -> NvidiaFacts:
         notes.append(f"nvml: pynvml not importable ({exc}); pip install nvidia-ml-py")
     if nvml is not None:
         try:
-            facts = call_with_timeout(lambda: query_nvml(nvml), "NVML")
+            facts = call_with_timeout(lambda: query_nvml(nvml), "NVML", timeout)
             if facts.gpus:
                 notes.append(f"nvml: {len(facts.gpus)} GPU(s), driver supports CUDA {facts.cuda_driver}")
             return facts
@@ -103,8 +103,9 @@ def detect(notes: list[str]) -> NvidiaFacts:
         notes.append("nvml: no NVIDIA kernel driver (no /proc/driver/nvidia/version or /dev/nvidiactl)")
     smi = which("nvidia-smi")
     if smi:
-        summary = run_text([smi], notes) or ""
-        csv = run_text([smi, "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"], notes)
+        summary = run_text([smi], notes, timeout) or ""
+        query = [smi, "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"]
+        csv = run_text(query, notes, timeout)
         facts = parse_nvidia_smi(summary, csv)
         if facts.gpus or facts.cuda_driver:
             notes.append(f"nvidia-smi: {len(facts.gpus)} GPU(s), CUDA {facts.cuda_driver}")

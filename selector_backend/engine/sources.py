@@ -9,12 +9,15 @@ listings (``selector_backend.interop.spack``) plug in the same way.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from selector_backend.engine.catalog import Catalog
 from selector_backend.engine.compat import Finding
 from selector_backend.engine.host import HostProfile
 from selector_backend.engine.resolve import Candidate
+
+if TYPE_CHECKING:
+    from selector_backend.settings import Settings
 
 
 def catalog_matrix(catalog: Catalog) -> Iterator[Candidate]:
@@ -24,7 +27,9 @@ def catalog_matrix(catalog: Catalog) -> Iterator[Candidate]:
         yield Candidate(variant, "catalog", {"matrix_entry": names[variant]}, order=order)
 
 
-def index_candidates(urls: Iterable[str], catalog: Catalog, host: HostProfile, settings: Any) -> Iterator[Candidate]:
+def index_candidates(
+    urls: Iterable[str], catalog: Catalog, host: HostProfile, settings: Settings
+) -> Iterator[Candidate]:
     """Every wheel of every configured variant index, with its wheel-tag finding.
 
     Candidates keep index order (first index first) as the final tie-break;
@@ -37,7 +42,7 @@ def index_candidates(urls: Iterable[str], catalog: Catalog, host: HostProfile, s
     verdicts: dict[tuple[str, str, str], tuple[Finding, int]] = {}  # one per distinct tag triple
     for position, url in enumerate(urls):
         entries = variant_index.read_index(
-            url, catalog, allowed_origins=settings.get("index-file-origins"), **settings.fetch_options()
+            url, catalog, allowed_origins=settings.index_file_origins, **settings.fetch_options()
         )
         for entry in entries:
             triple = (entry.wheel.python, entry.wheel.abi, entry.wheel.platform)

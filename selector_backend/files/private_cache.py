@@ -9,12 +9,14 @@ catalog memo is read on every cold start.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/hvd-selector`` (default ``~/.cache/hvd-selector``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CACHE_HOME/hvd-selector`` (default ``~/.cache/hvd-selector``); the settings' cache-dir default."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "hvd-selector"
 
 

@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from selector_backend.errors import (
     EXIT_INTERNAL,
@@ -26,6 +26,12 @@ from selector_backend.errors import (
     SelectorError,
 )
 
+if TYPE_CHECKING:
+    from selector_backend.engine.host import HostProfile
+    from selector_backend.engine.resolve import Candidate, Ranked
+    from selector_backend.engine.variant import Variant
+    from selector_backend.settings import Settings
+
 T = TypeVar("T")
 ConfigSettings = Mapping[str, Any] | None
 
@@ -34,15 +40,22 @@ class Plan(NamedTuple):
     """What this install will do, and why (shown with pip -v)."""
 
     kind: str  # "prebuilt" or "source"
-    variant: Any  # Variant
+    variant: Variant
     reason: str
-    settings: Any  # settings.Settings the decision was made with
-    host: Any  # host.HostProfile it was made for (build_requires needs it too)
-    candidate: Any = None  # resolve.Ranked for a prebuilt plan
+    settings: Settings  # the settings the decision was made with
+    host: HostProfile  # the host it was made for (build_requires needs it too)
+    candidate: Ranked | None = None  # the chosen index wheel, for a prebuilt plan
+
+    @property
+    def wheel(self) -> Mapping[str, Any]:
+        """The chosen wheel's url, sha256, filename and label (a prebuilt plan only)."""
+        if self.candidate is None:
+            raise AssertionError("a source plan has no wheel")
+        return self.candidate.candidate.extra
 
     def must_fail(self, exc: ExternalError) -> bool:
         """True when a failure may not fall back to a source build (tampering, never-build)."""
-        return isinstance(exc, IntegrityError) or self.settings.get("build-policy") == "never-build"
+        return isinstance(exc, IntegrityError) or self.settings.build_policy == "never-build"
 
 
 def _clean_errors(hook: Callable[..., T]) -> Callable[..., T]:
@@ -83,7 +96,7 @@ def _pyproject() -> dict[str, Any]:
     return load_toml(path).data if path.is_file() else {}
 
 
-def _settings(config_settings: ConfigSettings) -> Any:
+def _settings(config_settings: ConfigSettings) -> Settings:
     from selector_backend.settings import load_settings
 
     tool = _pyproject().get("tool", {}).get("hvd-selector", {})
@@ -102,7 +115,7 @@ def make_plan(config_settings: ConfigSettings, *, editable: bool = False) -> Pla
         editable=editable,
         catalog_path=default_catalog_path(),
         config_files=config_file_candidates(),
-        host_profile=settings.get("host-profile"),
+        host_profile=settings.host_profile,
     )
     stored = plan_reuse.load(settings.cache_dir, key)
     if stored is not None:
@@ -130,7 +143,7 @@ def _plan_to_json(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _plan_from_json(data: Mapping[str, Any], settings: Any) -> Plan | None:
+def _plan_from_json(data: Mapping[str, Any], settings: Settings) -> Plan | None:
     """A stored plan back as a Plan, or None when it does not read (then the plan is decided again)."""
     from selector_backend.engine.catalog import load_catalog
     from selector_backend.engine.host import HostProfile
@@ -151,57 +164,63 @@ def _plan_from_json(data: Mapping[str, Any], settings: Any) -> Plan | None:
         return None
 
 
-def _decide(settings: Any, editable: bool) -> Plan:
+def _decide(settings: Settings, editable: bool) -> Plan:
     """Decide prebuilt vs source for this install; fetch nothing but index pages.
 
-    Editable installs always build from source (a development checkout).
+    Editable installs always build from source (a development checkout), and
+    so does a requested ``variant``; only a configured index is ranked.
     """
     from selector_backend.engine.catalog import load_catalog
-    from selector_backend.engine.policy import parse_selector
-    from selector_backend.engine.resolve import ideal_variant, resolve
+    from selector_backend.engine.select import Sources, select
     from selector_backend.engine.variant import format_variant
     from selector_backend.install.console import warn
     from selector_backend.settings import host_profile_for
 
     catalog = load_catalog()
-    forced = settings.get("variant")
-    if forced:
-        variant = catalog.parse_variant(forced, fill_defaults=True)
-        why = f"variant {format_variant(variant)} requested by {settings.origins.get('variant')}"
-        return Plan("source", variant, why, settings, host_profile_for(settings))
-    selector = parse_selector(settings.selector, catalog)
-    host = host_profile_for(settings)
-    policy = settings.get("build-policy")
-    if editable or policy == "always-build":
-        why = "an editable install builds from source" if editable else "build-policy is always-build"
-        return Plan("source", ideal_variant(host, catalog, selector), why, settings, host)
-    urls = settings.get("index-url")
-    why_not = "no variant index is configured (set index-url)"
-    if urls:
+    policy = settings.build_policy
+    unreadable: list[ExternalError] = []
+
+    def index(host: HostProfile) -> list[Candidate]:
+        """The configured index's wheels; an unreadable index falls back to a source build (unless it must not)."""
         from selector_backend.engine.sources import index_candidates
 
         try:
-            candidates = list(index_candidates(urls, catalog, host, settings))
+            return list(index_candidates(settings.index_url, catalog, host, settings))
         except ExternalError as exc:
             if isinstance(exc, IntegrityError) or policy == "never-build":
                 raise
             warn(f"the variant index could not be read ({exc}); falling back to a source build")
-            candidates = []
-            why_not = f"the variant index could not be read ({exc})"
-        else:
-            resolution = resolve(host, candidates, catalog, selector)
-            gpu_source = _gpu_host_fallback(resolution, policy)
-            if gpu_source is not None:
-                return Plan("source", gpu_source, resolution.notes[0], settings, host)
-            if resolution.selected is not None:
-                chosen = resolution.selected
-                return Plan("prebuilt", chosen.variant, "; ".join(chosen.reasons), settings, host, chosen)
-            why_not = f"none of the {len(candidates)} prebuilt variants fits" + (
-                f" (best: {resolution.candidates[0].reasons[0]})" if resolution.candidates else ""
-            )
+            unreadable.append(exc)
+            return []
+
+    builds_anyway = bool(settings.variant) or editable or policy == "always-build"
+    ranks = not builds_anyway and bool(settings.index_url)
+    selection = select(settings, catalog, Sources(lambda: host_profile_for(settings), index if ranks else None))
+    host = selection.host
+    if selection.requested is not None:
+        why = f"variant {format_variant(selection.requested)} requested by {selection.requested_by}"
+        return Plan("source", selection.requested, why, settings, host)
+    if builds_anyway:
+        why = "an editable install builds from source" if editable else "build-policy is always-build"
+        return Plan("source", selection.require_source_build(catalog), why, settings, host)
+    if not ranks:
+        why_not = "no variant index is configured (set index-url)"
+    elif unreadable:
+        why_not = f"the variant index could not be read ({unreadable[0]})"
+    else:
+        resolution = selection.resolution
+        gpu_source = _gpu_host_fallback(resolution, policy)
+        if gpu_source is not None:
+            return Plan("source", gpu_source, resolution.notes[0], settings, host)
+        if selection.chosen is not None:
+            chosen = selection.chosen
+            return Plan("prebuilt", chosen.variant, "; ".join(chosen.reasons), settings, host, chosen)
+        why_not = f"none of the {len(selection.candidates)} prebuilt variants fits" + (
+            f" (best: {selection.candidates[0].reasons[0]})" if selection.candidates else ""
+        )
     if policy == "never-build":
         raise NothingFitsError(f"{why_not}, and build-policy is never-build")
-    return Plan("source", ideal_variant(host, catalog, selector), why_not, settings, host)
+    return Plan("source", selection.require_source_build(catalog), why_not, settings, host)
 
 
 CACHE_HINT = "pip install --no-cache-dir --force-reinstall"
@@ -243,7 +262,7 @@ def _announce(plan: Plan) -> None:
     from selector_backend.install.console import notice
 
     if plan.kind == "prebuilt":
-        extra = plan.candidate.candidate.extra
+        extra = plan.wheel
         notice(f"selected prebuilt {format_variant(plan.variant)} ({extra.get('filename')}) because: {plan.reason}")
     else:
         notice(f"source build of {format_variant(plan.variant)} because: {plan.reason}")
@@ -285,13 +304,13 @@ def _fetch_prebuilt(plan: Plan) -> Path:
     from selector_backend.install.fetch import cached_download
 
     settings = plan.settings
-    extra = plan.candidate.candidate.extra
+    extra = plan.wheel
     return cached_download(
         extra["url"],
         extra["sha256"],
         extra["filename"],
         settings.cache_dir,
-        deadline=settings.get("download-timeout"),
+        deadline=settings.download_timeout,
         **settings.fetch_options(),
     )
 
@@ -368,7 +387,7 @@ def _install_prebuilt(plan: Plan, catalog: Any, wheel_directory: Path) -> str:
     from selector_backend.install.build import log, verify_wheel_variant
     from selector_backend.install.fetch import copy_verified
 
-    extra = plan.candidate.candidate.extra
+    extra = plan.wheel
     cached = _fetch_prebuilt(plan)
     verify_wheel_variant(cached, plan.variant, catalog)
     name = standard_filename(extra["filename"])
@@ -398,6 +417,6 @@ def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) ->
     from selector_backend.install.sdist import finish_sdist
 
     name = str(skbuild.build_sdist(sdist_directory, None))
-    urls = settings.get("index-url") if "index-url" in (config_settings or {}) else ()
+    urls = settings.index_url if "index-url" in (config_settings or {}) else ()
     finish_sdist(Path(sdist_directory) / name, tuple(urls))
     return name

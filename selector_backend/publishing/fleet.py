@@ -18,8 +18,8 @@ Two modes:
   small matrices catalogs have, where it is checked against brute force in
   the tests).
 
-Every assignment is then confirmed by running the real resolver over the
-plan's variants alone.
+Every assignment is then confirmed by running the real pipeline
+(``engine.select``) over the plan's variants alone.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from selector_backend.engine import compat, resolve
 from selector_backend.engine.catalog import Catalog
 from selector_backend.engine.host import HostProfile, with_interpreter_defaults
 from selector_backend.engine.policy import Selector
+from selector_backend.engine.select import Sources, select_with
 from selector_backend.engine.variant import Variant, format_variant, variant_label
 from selector_backend.errors import InputError, NothingFitsError
 
@@ -47,6 +48,7 @@ def quality(variant: Variant, catalog: Catalog, host: HostProfile) -> resolve.Ra
 
 
 def runs_on(variant: Variant, catalog: Catalog, host: HostProfile, selector: Selector) -> bool:
+    """Whether ``variant`` runs on ``host`` and the selector admits it (the resolver's rules for one candidate)."""
     return compat.compatible(resolve.evaluate(resolve.Candidate(variant), catalog, host, selector))
 
 
@@ -116,13 +118,18 @@ class Plan:
         }
 
 
+def _chosen(host: HostProfile, variants: Sequence[Variant], catalog: Catalog, selector: Selector) -> Any:
+    """What ``select`` picks for ``host`` among ``variants`` (earlier ones win ties)."""
+    sources = Sources.fixed(host, [resolve.Candidate(v, order=i) for i, v in enumerate(variants)])
+    return select_with(selector, catalog, sources).chosen
+
+
 def _best_exact(host: HostProfile, catalog: Catalog, selector: Selector) -> Variant:
-    return resolve.ideal_variant(host, catalog, selector)
+    return select_with(selector, catalog, Sources.fixed(host)).require_source_build(catalog)
 
 
 def _best_matrix(host: HostProfile, catalog: Catalog, selector: Selector) -> Variant:
-    candidates = [resolve.Candidate(v, order=i) for i, v in enumerate(catalog.prebuilt_variants())]
-    chosen = resolve.resolve(host, candidates, catalog, selector).selected
+    chosen = _chosen(host, catalog.prebuilt_variants(), catalog, selector)
     if chosen is None:
         raise NothingFitsError("no prebuilt variant of the catalog runs on it")
     return chosen.variant
@@ -199,12 +206,11 @@ def make_plan(
 
     assignments: list[Assignment] = []
     served: dict[Variant, list[str]] = {v: [] for v in chosen}
-    candidates = [resolve.Candidate(v, order=i) for i, v in enumerate(chosen)]
     for name, host in fleet:
         if name in problems:
             assignments.append(Assignment(name, None, (problems[name],)))
             continue
-        picked = resolve.resolve(host, candidates, catalog, selector).selected
+        picked = _chosen(host, chosen, catalog, selector)
         if picked is None or picked.variant not in needs[name]:
             raise AssertionError(f"plan check failed for host {name}")  # a bug, not bad input
         served[picked.variant].append(name)

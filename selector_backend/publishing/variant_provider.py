@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from selector_backend.engine import compat, resolve, variant_json
 from selector_backend.engine.catalog import Catalog, load_catalog
 from selector_backend.engine.host import HostProfile
-from selector_backend.engine.policy import Selector, parse_selector
+from selector_backend.engine.policy import Selector
 from selector_backend.engine.variant import AxisValue
 
 
@@ -141,10 +141,12 @@ def _catalog() -> Catalog:
 
 def _host_and_selector() -> tuple[HostProfile, Selector]:
     """The engine's own inputs: settings (env, config file), host profile or detection, overrides."""
+    from selector_backend.engine.select import Sources, select
     from selector_backend.settings import host_profile_for, load_settings
 
     settings = load_settings()
-    return host_profile_for(settings), parse_selector(settings.selector, _catalog())
+    selection = select(settings, _catalog(), Sources(lambda: host_profile_for(settings)))
+    return selection.host, selection.selector
 
 
 class HvdSelectorProvider:

@@ -13,7 +13,10 @@ from types import ModuleType
 import pytest
 
 from selector_backend.engine.catalog import load_catalog
-from selector_backend.settings import OPTIONS, OTHER_ENV
+from selector_backend.settings import OTHER_ENV
+from selector_backend.settings.docs import documented_options
+
+OPTIONS = documented_options()
 
 from .engine_helpers import ROOT
 

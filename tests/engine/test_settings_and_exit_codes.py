@@ -85,16 +85,18 @@ def test_load_settings_origins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         {"cache-dir": "/tmp/cli"}, pyproject={"selector": "gpu-nvidia", "build-policy": "never-build"}, environ=env
     )
     assert loaded.selector == "cpu" and loaded.origins["selector"] == f"{config}:1"
-    assert loaded.get("offline") is False and loaded.origins["offline"] == "HVD_SELECTOR_OFFLINE"
+    assert loaded.offline is False and loaded.origins["offline"] == "HVD_SELECTOR_OFFLINE"
     assert loaded.cache_dir == Path("/tmp/cli") and loaded.origins["cache-dir"] == "-C cache-dir"
-    assert loaded.get("build-policy") == "never-build"  # pyproject is the lowest source
-    assert loaded.get("index-url") == ()  # untouched: the default
+    assert loaded.build_policy == "never-build"  # pyproject is the lowest source
+    assert loaded.index_url == ()  # untouched: the default
 
 
 def test_every_option_has_an_env_name_and_a_help_line() -> None:
+    from selector_backend.settings.docs import documented_options
+
     names = [o.name for o in settings_mod.OPTIONS]
     assert len(names) == len(set(names))
-    for option in settings_mod.OPTIONS:
+    for option in documented_options():
         assert option.env == "HVD_SELECTOR_" + option.name.upper().replace("-", "_")
         assert option.help.strip()
 

@@ -300,8 +300,8 @@ def test_build_environment_gives_cmake_defines_of_every_prebuilt_variant(package
         assert env.values["HVD_SELECTOR_BUILD_POLICY"] == "always-build"
         # the backend's own settings loader accepts what the package sets
         settings = load_settings(environ={k: v for k, v in env.values.items() if k.startswith("HVD_SELECTOR_")})
-        assert settings.get("build-policy") == "always-build" and settings.get("offline") is True
-        assert catalog.parse_variant(settings.get("variant")) == parsed
+        assert settings.build_policy == "always-build" and settings.offline is True
+        assert catalog.parse_variant(settings.variant) == parsed
 
 
 def test_generated_file_is_ruff_clean():

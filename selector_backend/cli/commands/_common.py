@@ -1,15 +1,14 @@
-"""Options shared by every command that resolves, and how they become Settings."""
+"""Options shared by every command that resolves, and how they become Settings and a Selection."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from selector_backend.engine.catalog import Catalog
-    from selector_backend.engine.host import HostProfile
-    from selector_backend.engine.policy import Selector
+    from selector_backend.engine.select import Selection
     from selector_backend.settings import Settings
 
 
@@ -58,26 +57,14 @@ def catalog_from_args(args: argparse.Namespace) -> Catalog:
     return load_catalog(getattr(args, "catalog", None))
 
 
-class Context(NamedTuple):
-    """What every resolving command needs, built in the order errors should surface."""
+def selection_from_args(args: argparse.Namespace) -> tuple[Settings, Catalog, Selection]:
+    """Settings, catalog, then ``select`` with nothing to rank: the host and its source build.
 
-    settings: Settings
-    catalog: Catalog
-    selector: Selector
-    host: HostProfile
-
-
-def resolution_context(args: argparse.Namespace) -> Context:
-    """Settings, catalog and selector (bad input fails before detection runs), then the host."""
-    from selector_backend.engine.policy import parse_selector
+    Bad input (settings, catalog, selector) fails before detection runs.
+    """
+    from selector_backend.engine.select import Sources, select
+    from selector_backend.settings import host_profile_for
 
     settings = settings_from_args(args)
     catalog = catalog_from_args(args)
-    selector = parse_selector(settings.selector, catalog)
-    return Context(settings, catalog, selector, host_from_settings(settings))
-
-
-def host_from_settings(settings: Settings) -> HostProfile:
-    from selector_backend.settings import host_profile_for
-
-    return host_profile_for(settings)
+    return settings, catalog, select(settings, catalog, Sources(lambda: host_profile_for(settings)))

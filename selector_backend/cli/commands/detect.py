@@ -5,11 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from selector_backend.cli.commands._common import (
-    add_resolution_arguments,
-    host_from_settings,
-    settings_from_args,
-)
+from selector_backend.cli.commands._common import add_resolution_arguments, settings_from_args
 
 NAME = "detect"
 HELP = "detect this machine (CPU, GPUs, driver, MPI/NCCL/Gloo, os, libc, python)"
@@ -21,7 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    host = host_from_settings(settings_from_args(args))
+    from selector_backend.settings import host_profile_for
+
+    host = host_profile_for(settings_from_args(args))
     if args.json:
         print(json.dumps(host.to_json(), indent=2))
         return 0

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from selector_backend.cli.commands._common import add_resolution_arguments, resolution_context
+from selector_backend.cli.commands._common import add_resolution_arguments, selection_from_args
 
 NAME = "doctor"
 HELP = "check the installed hvd-selector build against this machine; print the command that fixes a mismatch"
@@ -56,11 +56,11 @@ def nccl_problems(installed: Any, host: Any) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from selector_backend.engine import compat, variant_json
-    from selector_backend.engine.resolve import ideal_variant
     from selector_backend.engine.variant import format_variant
     from selector_backend.errors import EXIT_NOTHING_FITS, InputError
 
-    _, catalog, selector, host = resolution_context(args)
+    _, catalog, selection = selection_from_args(args)
+    host = selection.host
     path = args.variant_json or installed_variant_json()
     if path is None:
         raise InputError(
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     ]
     nccl = nccl_problems(installed, host)
     runs = compat.compatible(findings) and not nccl
-    best = ideal_variant(host, catalog, selector)
+    best = selection.require_source_build(catalog)
     report: dict[str, Any] = {
         "installed": {"variant": installed.to_json(), "label": label, "variant_json": str(path)},
         "runs_here": runs,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from selector_backend.cli.commands._common import add_resolution_arguments, resolution_context
+from selector_backend.cli.commands._common import add_resolution_arguments, selection_from_args
 
 NAME = "horovod-env"
 HELP = "the HOROVOD_* environment for `pip install horovod` from source on this host (or --host-profile)"
@@ -27,17 +27,18 @@ def run(args: argparse.Namespace) -> int:
     from selector_backend.errors import InputError
     from selector_backend.interop.horovod import detect_compiler, horovod_env, parse_compiler
 
-    settings, catalog, selector, host = resolution_context(args)
+    settings, catalog, selection = selection_from_args(args)
+    host = selection.host
     if host.cpu is None:
-        where = settings.get("host-profile") or "detection"
+        where = settings.host_profile or "detection"
         raise InputError(
             f"{where}: the host has no cpu; Horovod's build flags need one "
             '(add "cpu": {"microarch": "x86_64_v3"} to the profile, or set HVD_SELECTOR_TARGET)'
         )
     compiler = parse_compiler(args.compiler) if args.compiler else detect_compiler()
     # only this machine's site-packages can hold the wheel of a host we detected here
-    search = [] if settings.get("host-profile") else [Path(p) for p in (*site.getsitepackages(), *sys.path) if p]
-    result = horovod_env(host, catalog, selector, compiler, nccl_search=search)
+    search = [] if settings.host_profile else [Path(p) for p in (*site.getsitepackages(), *sys.path) if p]
+    result = horovod_env(host, catalog, selection.selector, compiler, nccl_search=search)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

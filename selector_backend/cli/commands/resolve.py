@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from selector_backend.cli.commands._common import add_resolution_arguments, resolution_context
+from selector_backend.cli.commands._common import add_resolution_arguments, catalog_from_args, settings_from_args
 
 if TYPE_CHECKING:
     from selector_backend.engine.resolve import Resolution
@@ -38,19 +38,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from selector_backend.engine.resolve import resolve
-    from selector_backend.engine.sources import catalog_matrix
+    from selector_backend.engine.select import Sources, select
+    from selector_backend.engine.sources import catalog_matrix, index_candidates
     from selector_backend.errors import NothingFitsError
+    from selector_backend.settings import host_profile_for
 
-    settings, catalog, selector, host = resolution_context(args)
-    urls = [args.index_url] if args.index_url else list(settings.get("index-url"))
-    if urls:
-        from selector_backend.engine.sources import index_candidates
-
-        candidates = list(index_candidates(urls, catalog, host, settings))
-    else:
-        candidates = list(catalog_matrix(catalog))
-    resolution = resolve(host, candidates, catalog, selector)
+    settings = settings_from_args(args)
+    catalog = catalog_from_args(args)
+    urls = [args.index_url] if args.index_url else list(settings.index_url)
+    sources = Sources(
+        lambda: host_profile_for(settings),
+        (lambda host: index_candidates(urls, catalog, host, settings)) if urls else (lambda _: catalog_matrix(catalog)),
+    )
+    resolution = select(settings, catalog, sources).resolution
     if not urls and not args.json:
         print(
             "note: no variant index is configured, so this ranks the catalog's prebuilt matrix, which is not "

@@ -7,7 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from selector_backend.cli.commands._common import add_resolution_arguments, resolution_context
+from selector_backend.cli.commands._common import (
+    add_resolution_arguments,
+    catalog_from_args,
+    selection_from_args,
+    settings_from_args,
+)
 
 NAME = "spack"
 HELP = "Spack interop: the spec for this host, parse a spec, pick from a build cache, package.py"
@@ -125,11 +130,11 @@ def _emit(data: dict[str, Any]) -> None:
 
 
 def _spec(args: argparse.Namespace) -> int:
-    from selector_backend.engine.resolve import ideal_variant
     from selector_backend.interop.spack.mapping import default_version, variant_to_spec
 
-    _, catalog, selector, host = resolution_context(args)
-    variant = ideal_variant(host, catalog, selector)
+    _, catalog, selection = selection_from_args(args)
+    host, selector = selection.host, selection.selector
+    variant = selection.require_source_build(catalog)
     package = args.package or catalog.spack_package
     version = args.pkg_version if args.pkg_version is not None else default_version(package, catalog)
     spec = variant_to_spec(variant, package, version)
@@ -176,13 +181,17 @@ def _parse(args: argparse.Namespace) -> int:
 
 
 def _pick(args: argparse.Namespace) -> int:
+    from selector_backend.engine.select import select
     from selector_backend.errors import NothingFitsError
     from selector_backend.interop.spack.listing import load_listing
-    from selector_backend.interop.spack.pick import pick
+    from selector_backend.interop.spack.pick import pick_of, spack_catalog, spack_sources
+    from selector_backend.settings import host_profile_for
 
-    _, catalog, selector, host = resolution_context(args)
+    settings = settings_from_args(args)
+    catalog = catalog_from_args(args)
     listing = load_listing(args.listing, args.package, catalog.spack_package)
-    result = pick(listing, host, catalog, selector, any_os=args.any_os)
+    sources = spack_sources(lambda: host_profile_for(settings), listing, catalog, args.any_os)
+    result = pick_of(listing, catalog, select(settings, spack_catalog(catalog), sources))
     if args.json:
         _emit(result.to_json())
     else:

@@ -1,9 +1,9 @@
 """Pick the prebuilt spec of a build-cache listing that a host should install.
 
 Every entry becomes an engine ``Candidate`` (its spec mapped to catalog
-values) with one Spack-specific finding, the ``os`` rule, plus a failing
+values; ``spack_sources``) with one Spack-specific finding, the ``os`` rule, plus a failing
 finding for anything that is no build of this library (``+rocm``, values the
-catalog lacks). ``resolve.resolve`` then applies the engine's rules (target
+catalog lacks). ``engine.select`` then applies the engine's rules (target
 ancestry, CUDA archs with toolkit=None since a listing does not record the
 CUDA version, host requirements, selector) and ranks them.
 
@@ -19,6 +19,7 @@ of the listing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,12 +29,16 @@ from selector_backend.engine.catalog import Catalog
 from selector_backend.engine.compat import Finding, check_cuda, check_os
 from selector_backend.engine.host import HostProfile, LibraryInfo
 from selector_backend.engine.policy import Selector
-from selector_backend.engine.resolve import Candidate, Ranked, Resolution, resolve
+from selector_backend.engine.resolve import Candidate, Ranked, Resolution
+from selector_backend.engine.select import Selection, Sources, select_with
 from selector_backend.interop.spack.listing import Listing, ListingEntry
 from selector_backend.interop.spack.mapping import default_version, spec_to_values, variant_to_spec
 from selector_backend.interop.spack.spec import SpackSpec, format_spec
 
 SPACK_MPI = LibraryInfo("spack", None, "installed with the spec as its ^mpi dependency")
+SPACK_MPI_NOTE = (
+    "the host has no MPI runtime; a Spack install brings the spec's own ^mpi, so MPI builds count as usable"
+)
 
 
 @dataclass(frozen=True)
@@ -102,14 +107,11 @@ def _tie_key(entry: ListingEntry, host: HostProfile) -> tuple[Any, ...]:
     return (entry.spec.os != host.os, tuple(-p for p in _compiler_version(entry.spec.compiler).release), entry.hash)
 
 
-def spack_host(host: HostProfile) -> tuple[HostProfile, list[str]]:
-    """The host as a Spack install sees it: MPI comes with the spec when the host has none."""
+def spack_host(host: HostProfile) -> HostProfile:
+    """The host as a Spack install sees it: MPI comes with the spec when the host has none (SPACK_MPI_NOTE)."""
     if host.library("mpi") is not None:
-        return host, []
-    libraries = {**dict(host.libraries), "mpi": SPACK_MPI}
-    return host._replace(libraries=libraries), [
-        "the host has no MPI runtime; a Spack install brings the spec's own ^mpi, so MPI builds count as usable"
-    ]
+        return host
+    return host._replace(libraries={**dict(host.libraries), "mpi": SPACK_MPI})
 
 
 def _recorded_cuda(version: str | None, values: dict[str, Any], catalog: Catalog, host: HostProfile) -> list[Finding]:
@@ -155,19 +157,33 @@ def candidates(listing: Listing, host: HostProfile, catalog: Catalog, any_os: bo
     return out
 
 
-def pick(listing: Listing, host: HostProfile, catalog: Catalog, selector: Selector, *, any_os: bool = False) -> Pick:
-    """Rank every listed spec for ``host``; when none fits, the spec to build instead."""
-    spack_view, notes = spack_host(host)
-    # a Spack binary links the MPI of its own DAG: the prebuilt-wheel MPI ABI rule does not apply
-    spack_catalog = catalog._replace(mpi_abi=None)
-    resolution = resolve(spack_view, candidates(listing, host, catalog, any_os), spack_catalog, selector)
+def spack_sources(host: Callable[[], HostProfile], listing: Listing, catalog: Catalog, any_os: bool) -> Sources:
+    """``select``'s sources for a build-cache listing: the host as a Spack install sees it, each entry a candidate."""
+    return Sources(lambda: spack_host(host()), lambda view: candidates(listing, view, catalog, any_os))
+
+
+def spack_catalog(catalog: Catalog) -> Catalog:
+    """A Spack binary links the MPI of its own DAG: the prebuilt-wheel MPI ABI rule does not apply."""
+    return catalog._replace(mpi_abi=None)
+
+
+def pick_of(listing: Listing, catalog: Catalog, selection: Selection) -> Pick:
+    """The Pick for a selection made over ``listing``: when nothing fits, the spec to build instead."""
     build = None
-    if resolution.source_build is not None:
+    source = selection.resolution.source_build
+    if source is not None:
         package = listing.package or catalog.spack_package
         versions = sorted({e.spec.version for e in listing.entries if e.spec.version}, key=_version_key)
         version = versions[-1] if versions else default_version(package, catalog)
-        build = variant_to_spec(resolution.source_build, package, version)
-    return Pick(listing, resolution, build, (*notes, *resolution.notes))
+        build = variant_to_spec(source, package, version)
+    notes = [SPACK_MPI_NOTE] if selection.host.library("mpi") is SPACK_MPI else []
+    return Pick(listing, selection.resolution, build, (*notes, *selection.resolution.notes))
+
+
+def pick(listing: Listing, host: HostProfile, catalog: Catalog, selector: Selector, *, any_os: bool = False) -> Pick:
+    """Rank every listed spec for ``host``; when none fits, the spec to build instead."""
+    sources = spack_sources(lambda: host, listing, catalog, any_os)
+    return pick_of(listing, catalog, select_with(selector, spack_catalog(catalog), sources))
 
 
 def _version_key(text: str) -> tuple[int, Any]:

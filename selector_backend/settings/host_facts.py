@@ -1,0 +1,55 @@
+"""The HostProfile every command resolves against: a file or detection, then the user's facts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from selector_backend.engine.host import CpuInfo, HostProfile, LibraryInfo
+from selector_backend.settings.model import OPTIONS, Settings
+
+
+def _shown(attr: str, value: Any) -> str:
+    """A fact as the override note shows it (normalised: sm_80 shows as 8.0)."""
+    if value is None or value == ():
+        return "none"
+    if attr == "gpus":
+        return ",".join(g.compute_capability for g in value)
+    if isinstance(value, LibraryInfo):  # the mpi fact names its implementation; nccl and gloo only a version
+        parts = (value.implementation if attr == "mpi" else None, value.version)
+        return " ".join(p for p in parts if p) or "present"
+    return str(value)
+
+
+def apply_host_overrides(profile: HostProfile, settings: Settings) -> HostProfile:
+    """Replace detected facts with the user's (already checked by their types); each leaves a note."""
+    changes: dict[str, object] = {}
+    libraries = dict(profile.libraries)
+    notes = list(profile.notes)
+    for option in OPTIONS:
+        if not option.host_fact or option.name not in settings.origins:
+            continue
+        value = getattr(settings.host, option.attr)
+        if option.attr == "target":
+            changes["cpu"] = cpu = CpuInfo.from_microarch(str(value))
+            changes["machine"] = cpu.family
+        elif option.attr in ("mpi", "nccl", "gloo"):
+            libraries[option.attr] = value
+        else:
+            changes[option.attr] = value
+        notes.append(f"override: {option.name}={_shown(option.attr, value)} (from {settings.origins[option.name]})")
+    if len(notes) == len(profile.notes):
+        return profile
+    return profile._replace(libraries=libraries, notes=tuple(notes), **changes)  # type: ignore[arg-type]
+
+
+def host_profile_for(settings: Settings) -> HostProfile:
+    """The host-profile file if one is set, else detection (bounded by detect-timeout); then overrides."""
+    if settings.host_profile is not None:
+        from selector_backend.engine.host import load_host_profile
+
+        profile = load_host_profile(settings.host_profile)
+    else:
+        from selector_backend.detect import detect_host
+
+        profile = detect_host(timeout=settings.detect_timeout)
+    return apply_host_overrides(profile, settings)
