@@ -51,9 +51,10 @@ class Compiler:
 
 def probe_compiler(cxx: str | None = None) -> Compiler:
     """Ask the C++ compiler CMake will use (``cxx``, else $CXX, else c++/g++/clang++) who it is."""
-    command = shlex.split(cxx or os.environ.get("CXX") or "") or [
-        next((c for c in ("c++", "g++", "clang++") if shutil.which(c)), "c++")
-    ]
+    given = cxx or os.environ.get("CXX") or ""
+    # CMake passes CMAKE_CXX_COMPILER, a path that may hold spaces; $CXX may carry arguments.
+    command = [given] if os.path.isfile(given) else shlex.split(given)
+    command = command or [next((c for c in ("c++", "g++", "clang++") if shutil.which(c)), "c++")]
     banner = _ask(command, "--version")
     lowered = banner.lower()
     if "clang" in lowered:
