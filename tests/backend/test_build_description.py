@@ -251,6 +251,27 @@ def test_plain_cmake_configure_describes_the_build_once_from_hvd_cache_variables
 
 
 @needs_cmake
+def test_what_cmake_found_is_added_to_build_config_as_valid_json(catalog: Catalog, tmp_path: Path) -> None:
+    """An mpiexec path with quotes and backslashes (what file(WRITE) used to break) survives."""
+    if shutil.which("mpicc.mpich") is None:
+        pytest.skip("needs Debian's MPICH (mpicc.mpich)")
+    d = describe(catalog.parse_variant(MPI_BASE), catalog, probe_compiler())
+    odd = '/opt/my "mpi"\\x/bin/mpiexec'
+    build = configure(
+        tmp_path,
+        f"-DHVD_BUILD_DESCRIPTION={write_description(d, tmp_path / 'd.cmake')}",
+        f"-DMPI_C_COMPILER={shutil.which('mpicc.mpich')}",
+        f"-DHVD_MPIEXEC_EXECUTABLE={odd}",
+    )
+    written = json.loads((build / "build_config.json").read_text())
+    assert written["mpiexec"] == odd
+    assert written["mpi_compiler"] == shutil.which("mpicc.mpich") and written["gloo_version"]
+    assert {k: v for k, v in written.items() if k not in FOUND_BY_BUILD} == {
+        k: v for k, v in d.build_config.items() if k not in FOUND_BY_BUILD
+    }
+
+
+@needs_cmake
 def test_a_description_for_another_compiler_is_refused_in_one_line(catalog: Catalog, tmp_path: Path) -> None:
     d = describe(catalog.parse_variant(GLOO_V3), catalog, GCC12)
     other = dataclasses.replace(d, compiler=Compiler("Clang", "99.1.0", "/opt/clang/bin/clang++"))
