@@ -1,9 +1,8 @@
 """Build libhvd_nccl.so alone for one variant, and inspect what came out.
 
 Used by tests/nccl and benchmarks/wheel_size.py so both build the plugin the
-way the real build does (the same generated hvd_variant.cmake, the same
-native/nccl fragment, through native/nccl/standalone/CMakeLists.txt) without
-building the core library.
+way the real build does (the same build description, the same native/nccl
+fragment) without building the core library.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from selector_backend.engine.catalog import Catalog, load_catalog
 from selector_backend.engine.variant import Variant
-from selector_backend.install.cmake_config import write_cmake_config
+from selector_backend.install.cmake_config import describe, probe_compiler, write_description
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDALONE = ROOT / "native" / "nccl" / "standalone"
@@ -63,20 +62,9 @@ def cuobjdump() -> str | None:
     return next((str(c) for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
 
 
-def _compiler() -> tuple[str, str]:
-    """(CMAKE_CXX_COMPILER_ID, version) of the c++ CMake will pick."""
-    cxx = os.environ.get("CXX") or shutil.which("c++") or "c++"
-    version = subprocess.run([cxx, "-dumpfullversion"], capture_output=True, text=True).stdout.strip()
-    banner = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
-    return ("Clang" if "clang" in banner.lower() else "GNU"), version or "0"
-
-
-def variant_cmake(variant: Variant, catalog: Catalog, out_dir: Path) -> Path:
-    """hvd_variant.cmake for ``variant``, written as cmake-config writes it."""
-    compiler_id, compiler_version = _compiler()
-    out = out_dir / "hvd_variant.cmake"
-    write_cmake_config(variant, catalog, compiler_id, compiler_version, out, out_dir / "variant.json")
-    return out
+def build_description(variant: Variant, catalog: Catalog, out_dir: Path) -> Path:
+    """The build description of ``variant`` (what cmake-config writes), in ``out_dir``."""
+    return write_description(describe(variant, catalog, probe_compiler()), out_dir / "build_description.cmake")
 
 
 def build(
@@ -106,7 +94,7 @@ def build(
         str(build_dir),
         *generator,
         "-DCMAKE_BUILD_TYPE=Release",
-        f"-DHVD_VARIANT_CMAKE={variant_cmake(variant, catalog, work)}",
+        f"-DHVD_BUILD_DESCRIPTION={build_description(variant, catalog, work)}",
         f"-DPython_EXECUTABLE={sys.executable}",
         *extra_args,
     ]

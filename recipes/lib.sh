@@ -68,3 +68,22 @@ pip_prefix_install() {
 prefix_site() {
   "$PYTHON" -c 'import sys,sysconfig; print(sysconfig.get_path("purelib", vars={"base": sys.argv[1], "platbase": sys.argv[1]}))' "$PREFIX"
 }
+
+# The CUDA line and arch from the variant's build description, the same file
+# CMake builds from (HVD_BUILD_DESCRIPTION, written by
+# `python -m selector_backend cmake-config --write FILE`): sets HVD_CUDA_TOOLKIT
+# and HVD_CUDA_ARCH (the arch its PTX is for, the highest). Without the
+# variable the recipe's own defaults apply (the newest line).
+read_description() {
+  local file="${HVD_BUILD_DESCRIPTION:-}" toolkit arch
+  [ -n "$file" ] || return 0
+  [ -r "$file" ] || die "HVD_BUILD_DESCRIPTION=$file is not readable; write it with: python -m selector_backend cmake-config --write $file AXIS=VALUE ..."
+  toolkit="$(sed -n 's/^set(HVD_CUDA_TOOLKIT \([0-9][0-9.]*\))$/\1/p' "$file")"
+  arch="$(sed -n 's/^set(HVD_CUDA_ARCHITECTURES .* \([0-9]*\)-virtual)$/\1/p' "$file")"
+  if [ -z "$toolkit" ] || [ -z "$arch" ]; then
+    die "$file describes no CUDA build (a CPU-only variant needs no CUDA or NCCL recipe)"
+  fi
+  [ -z "${HVD_CUDA_TOOLKIT:-}" ] || [ "$HVD_CUDA_TOOLKIT" = "$toolkit" ] \
+    || die "HVD_CUDA_TOOLKIT=$HVD_CUDA_TOOLKIT but $file is for CUDA $toolkit; unset one of them"
+  export HVD_CUDA_TOOLKIT="$toolkit" HVD_CUDA_ARCH="${HVD_CUDA_ARCH:-$arch}"
+}

@@ -3,12 +3,14 @@
 # The CUDA toolchain on Debian/Ubuntu: an nvcc already on PATH (NVIDIA's
 # packages or runfile, /usr/local/cuda) of the requested major, else
 # Debian's nvidia-cuda-toolkit (needs the non-free component enabled).
-# HVD_CUDA_TOOLKIT: the catalog line's toolkit (default 13.0).
+# HVD_BUILD_DESCRIPTION (the build description CMake gets) or HVD_CUDA_TOOLKIT:
+# the catalog line's toolkit (default 13.0).
 # Prints CMAKE_CUDA_COMPILER and CUDAToolkit_ROOT.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/verify.sh"
 parse_args "$@"
+read_description
 CUDA_TOOLKIT="${HVD_CUDA_TOOLKIT:-13.0}"
 CUDA_ARCH="${HVD_CUDA_ARCH:-$(default_arch)}"
 NVCC=""

@@ -8,6 +8,7 @@ set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/verify.sh"
 parse_args "$@"
+read_description
 CUDA_TOOLKIT="${HVD_CUDA_TOOLKIT:-$(ls -d /usr/local/cuda-* 2>/dev/null | sed 's|.*/cuda-||' | sort -V | tail -n 1)}"
 [ -n "$CUDA_TOOLKIT" ] || die "no /usr/local/cuda-X.Y in this image; set HVD_CUDA_TOOLKIT or use a CUDA manylinux image"
 CUDA_ARCH="${HVD_CUDA_ARCH:-$(default_arch)}"

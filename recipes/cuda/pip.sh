@@ -8,6 +8,7 @@ set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/verify.sh"
 parse_args "$@"
+read_description
 CUDA_TOOLKIT="${HVD_CUDA_TOOLKIT:-13.0}"
 CUDA_ARCH="${HVD_CUDA_ARCH:-$(default_arch)}"
 major="${CUDA_TOOLKIT%%.*}"

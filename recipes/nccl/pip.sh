@@ -9,6 +9,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 parse_args "$@"
+read_description
 major="${HVD_CUDA_TOOLKIT:-13.0}"; major="${major%%.*}"
 pip_prefix_install "nvidia-nccl-cu$major${HVD_NCCL_VERSION:+==$HVD_NCCL_VERSION}"
 site="$(prefix_site)"

@@ -1,10 +1,11 @@
 """The source-build fallback: exactly the resolved variant, through scikit-build-core.
 
-The variant reaches CMake as ``cmake.define.HVD_*`` config settings (comma-
-joined lists: SKBUILD_CMAKE_DEFINE splits on ';'); CMake asks
-``cmake-config`` for flags and writes variant.json into the wheel. Before
-anything compiles, ``check_toolchain`` names whatever is missing and how to
-get it, so a user sees one line instead of a CMake log.
+The variant reaches CMake as one build description (``cmake_config.describe``:
+flags, CUDA architectures, libraries, variant.json and build_config.json),
+written to a file and named by the ``cmake.define.HVD_BUILD_DESCRIPTION``
+config setting; CMake only builds from it. Before anything compiles,
+``check_toolchain`` names whatever is missing and how to get it, so a user
+sees one line instead of a CMake log.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from selector_backend.engine.host import HostProfile
 from selector_backend.engine.nccl_pairing import NCCL_WHEEL
 from selector_backend.engine.variant import Variant, format_variant
 from selector_backend.errors import ExternalError, IntegrityError
-from selector_backend.install.cmake_config import cmake_defines
+from selector_backend.install.cmake_config import describe, probe_compiler, write_description
 from selector_backend.install.wheelcheck import read_member
 
 BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.0", "cmake>=3.24", "ninja")
@@ -133,10 +134,9 @@ def check_toolchain(variant: Variant, host: HostProfile | None = None) -> None:
         )
 
 
-def skbuild_settings(variant: Variant, catalog: Catalog, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    settings: dict[str, Any] = {f"cmake.define.{k}": v for k, v in cmake_defines(variant, catalog).items()}
-    settings.update(extra or {})
-    return settings
+def skbuild_settings(description: Path) -> dict[str, Any]:
+    """scikit-build-core's config settings: the build description, nothing else about the variant."""
+    return {"cmake.define.HVD_BUILD_DESCRIPTION": str(description)}
 
 
 def verify_wheel_variant(wheel: Path, variant: Variant, catalog: Catalog) -> None:
@@ -177,12 +177,16 @@ def build_wheel(
 ) -> str:
     """Run scikit-build-core for ``variant``; return the wheel's file name."""
     check_toolchain(variant)
+    import tempfile
+
     import scikit_build_core.build as skbuild
 
-    settings = skbuild_settings(variant, catalog)
-    log(f"building {format_variant(variant)} from source with scikit-build-core")
-    if editable:
-        return str(skbuild.build_editable(wheel_directory, settings, metadata_directory))
-    name = str(skbuild.build_wheel(wheel_directory, settings, None))
+    description = describe(variant, catalog, probe_compiler())
+    log(f"building {format_variant(variant)} from source with scikit-build-core ({description.compiler})")
+    with tempfile.TemporaryDirectory(prefix="hvd-build-") as work:
+        settings = skbuild_settings(write_description(description, Path(work) / "build_description.cmake"))
+        if editable:
+            return str(skbuild.build_editable(wheel_directory, settings, metadata_directory))
+        name = str(skbuild.build_wheel(wheel_directory, settings, None))
     verify_wheel_variant(Path(wheel_directory) / name, variant, catalog)
     return name

@@ -1,7 +1,10 @@
 """What the installed ``hvd_selector`` build is: its variant.json and build_config.json.
 
-Both files sit next to the extension and describe what was actually compiled.
-Reading them needs no native code and does not import ``hvd_selector`` (whose
+Both come from the build description Python computed for the build
+(``selector_backend.install.cmake_config``) and sit next to the extension the
+same CMake run compiled, so they describe what was compiled; CMake adds to
+build_config.json only what it found (mpiexec, Gloo version). Reading them
+needs no native code and does not import ``hvd_selector`` (whose
 ``__init__`` runs the guard and loads ``_core``), which is what lets the guard
 run first and the launcher run on a host whose CPU the build does not fit.
 """

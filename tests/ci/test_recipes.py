@@ -102,6 +102,29 @@ def test_debian_cuda_toolchain_compiles_a_kernel() -> None:
     assert len(wrong.stderr.strip().splitlines()) == 1
 
 
+def test_cuda_recipe_takes_the_line_and_arch_from_the_build_description(tmp_path: Path) -> None:
+    """The recipe reads the same file CMake builds from: its toolkit, and the arch its PTX is for."""
+    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
+        pytest.skip("no nvcc on this machine")
+
+    def description(*axes: str) -> str:
+        path = tmp_path / f"{len(list(tmp_path.iterdir()))}.cmake"
+        cmd = ["python3", "-m", "selector_backend", "cmake-config", "--write", str(path), *axes]
+        subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
+        return str(path)
+
+    cuda13 = description("target=x86_64_v3", "cuda=13", "cuda_arch=89,80", "tensor_ops=nccl")
+    ok = recipe("cuda/debian.sh", env={"HVD_BUILD_DESCRIPTION": cuda13})
+    assert ok.returncode == 0, ok.stderr
+    assert "(CUDA 13." in ok.stderr and "compiles sm_89" in ok.stderr
+    cuda12 = description("target=x86_64_v3", "cuda=12", "cuda_arch=80", "tensor_ops=nccl")
+    wrong = recipe("cuda/debian.sh", env={"HVD_BUILD_DESCRIPTION": cuda12})
+    assert wrong.returncode == 1 and "the variant needs CUDA 12.x" in wrong.stderr
+    cpu = recipe("cuda/debian.sh", env={"HVD_BUILD_DESCRIPTION": description("target=x86_64")})
+    assert cpu.returncode == 1 and "describes no CUDA build" in cpu.stderr
+    assert len(cpu.stderr.strip().splitlines()) == 1
+
+
 def test_missing_dependency_is_one_line_naming_the_fix(tmp_path: Path) -> None:
     result = recipe("nccl/pip.sh", "--check", "--prefix", str(tmp_path))
     assert result.returncode == 1

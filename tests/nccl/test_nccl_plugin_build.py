@@ -117,7 +117,7 @@ def test_collectives_before_init_and_bad_arguments_fail_cleanly(probe: dict[str,
 
 
 @pytest.fixture(scope="module")
-def variant_cmake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def description(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reason = toolchain_missing()
     if reason:
         pytest.skip(reason)
@@ -125,11 +125,11 @@ def variant_cmake(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     catalog = load_catalog()
     out = tmp_path_factory.mktemp("variant")
-    path: Path = hvd_nccl_build.variant_cmake(catalog.parse_variant(TEST_VARIANT), catalog, out)
+    path: Path = hvd_nccl_build.build_description(catalog.parse_variant(TEST_VARIANT), catalog, out)
     return path
 
 
-def _configure(tmp_path: Path, variant_cmake: Path, *extra: str, env: dict[str, str] | None = None) -> str:
+def _configure(tmp_path: Path, description: Path, *extra: str, env: dict[str, str] | None = None) -> str:
     proc = subprocess.run(
         [
             "cmake",
@@ -137,7 +137,7 @@ def _configure(tmp_path: Path, variant_cmake: Path, *extra: str, env: dict[str, 
             str(ROOT / "native" / "nccl" / "standalone"),
             "-B",
             str(tmp_path / "b"),
-            f"-DHVD_VARIANT_CMAKE={variant_cmake}",
+            f"-DHVD_BUILD_DESCRIPTION={description}",
             *extra,
         ],
         capture_output=True,
@@ -149,20 +149,20 @@ def _configure(tmp_path: Path, variant_cmake: Path, *extra: str, env: dict[str, 
     return " ".join(proc.stderr.split())  # CMake wraps long messages
 
 
-def test_missing_nccl_names_what_to_install(tmp_path: Path, variant_cmake: Path) -> None:
-    err = _configure(tmp_path, variant_cmake, f"-DHVD_NCCL_HOME={tmp_path}")
+def test_missing_nccl_names_what_to_install(tmp_path: Path, description: Path) -> None:
+    err = _configure(tmp_path, description, f"-DHVD_NCCL_HOME={tmp_path}")
     assert (
         "NCCL not found (nccl.h + libnccl.so.2): pip install nvidia-nccl-cu13 into the Python that "
         "runs the build, set HVD_NCCL_HOME to an NCCL prefix, or see recipes/nccl/"
     ) in err
 
 
-def test_wrong_nvcc_names_what_to_install(tmp_path: Path, variant_cmake: Path) -> None:
+def test_wrong_nvcc_names_what_to_install(tmp_path: Path, description: Path) -> None:
     fake = tmp_path / "nvcc"
     fake.write_text("#!/bin/sh\nexit 1\n")
     fake.chmod(0o755)
     env = dict(os.environ, CUDACXX=str(fake))
-    err = _configure(tmp_path, variant_cmake, env=env)
+    err = _configure(tmp_path, description, env=env)
     assert "nvcc not found: install the CUDA 13.0 toolkit (see recipes/cuda/) or point CUDACXX" in err
 
 
@@ -176,6 +176,6 @@ def test_nvcc_of_another_cuda_line_is_refused(tmp_path: Path) -> None:
 
     catalog = load_catalog()
     cuda12 = catalog.parse_variant(TEST_VARIANT.replace("cuda=13", "cuda=12"))
-    variant_cmake = hvd_nccl_build.variant_cmake(cuda12, catalog, tmp_path)
-    err = _configure(tmp_path, variant_cmake)
+    description = hvd_nccl_build.build_description(cuda12, catalog, tmp_path)
+    err = _configure(tmp_path, description)
     assert "cannot build a cuda=12 variant: install a CUDA 12.x toolkit >= 12.4 (see recipes/cuda/)" in err

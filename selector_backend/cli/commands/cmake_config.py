@@ -1,33 +1,36 @@
-"""``cmake-config``: called by CMakeLists.txt to validate a variant and get its flags."""
+"""``cmake-config``: write the build description CMake builds one variant from."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 NAME = "cmake-config"
-HELP = "(for CMakeLists.txt) validate axis values, write the CMake script and variant.json"
+HELP = "write the build description (one CMake script) for a variant; CMakeLists.txt includes it"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "assignments",
-        nargs="+",
+        nargs="*",
         metavar="AXIS=VALUE",
-        help="one per axis, multi values comma-separated (cuda_arch=80,90)",
+        help="axis values (target=x86_64_v3 cuda_arch=80,90) or the catalog's CMake names (HVD_TARGET=...);"
+        " missing axes take the catalog's defaults",
     )
-    parser.add_argument("--out", type=Path, required=True, help="CMake script to write")
-    parser.add_argument("--variant-json", type=Path, required=True, help="variant.json to write")
-    parser.add_argument("--compiler-id", required=True, help="CMAKE_CXX_COMPILER_ID (GNU, Clang ...)")
-    parser.add_argument("--compiler-version", required=True, help="CMAKE_CXX_COMPILER_VERSION")
+    parser.add_argument("--write", type=Path, default=None, help="file to write (default: print it)")
+    parser.add_argument("--cxx", default=None, help="the C++ compiler the flags are for (default: $CXX, else c++)")
     parser.add_argument("--catalog", type=Path, default=None, help="catalog TOML (default: the project's)")
 
 
 def run(args: argparse.Namespace) -> int:
     from selector_backend.engine.catalog import load_catalog
-    from selector_backend.install.cmake_config import write_cmake_config
+    from selector_backend.install.cmake_config import describe, parse_request, probe_compiler, write_description
 
     catalog = load_catalog(args.catalog)
-    variant = catalog.parse_variant(" ".join(args.assignments))
-    write_cmake_config(variant, catalog, args.compiler_id, args.compiler_version, args.out, args.variant_json)
+    description = describe(parse_request(args.assignments, catalog), catalog, probe_compiler(args.cxx))
+    if args.write is None:
+        sys.stdout.write(description.cmake_script())
+    else:
+        write_description(description, args.write)
     return 0

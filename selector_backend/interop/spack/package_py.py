@@ -384,7 +384,7 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         "    # 0.10: CMAKE_EXECUTABLE picks Spack's cmake over a cmake module in the Python prefix",
         '    depends_on("py-scikit-build-core@0.10:", type="build")',
         f'    depends_on("py-nanobind@{NANOBIND_MIN}:", type="build")',
-        "    # the CMake project asks `python -m selector_backend cmake-config` for the flags",
+        "    # the backend computes the build description (archspec flags) before CMake runs",
         '    depends_on("py-packaging@22:", type=("build", "run"))',
         '    depends_on("py-archspec@0.2.5:", type=("build", "run"))',
         "    # selector_backend reads TOML with tomllib, or tomli before Python 3.11",

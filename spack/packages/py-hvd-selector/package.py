@@ -176,7 +176,7 @@ class PyHvdSelector(PythonPackage, CudaPackage):
     # 0.10: CMAKE_EXECUTABLE picks Spack's cmake over a cmake module in the Python prefix
     depends_on("py-scikit-build-core@0.10:", type="build")
     depends_on("py-nanobind@2:", type="build")
-    # the CMake project asks `python -m selector_backend cmake-config` for the flags
+    # the backend computes the build description (archspec flags) before CMake runs
     depends_on("py-packaging@22:", type=("build", "run"))
     depends_on("py-archspec@0.2.5:", type=("build", "run"))
     # selector_backend reads TOML with tomllib, or tomli before Python 3.11
