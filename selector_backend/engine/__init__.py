@@ -11,6 +11,7 @@ detects nothing (a host arrives as a ``HostProfile``, candidates through a
 - ``compat``: GPU, CUDA driver, library and Python-tag rules.
 - ``policy``: the user's selector (auto, cpu, gpu-nvidia, pins).
 - ``resolve``: every candidate ranked best first (``RankKey``), with reasons.
+- ``select``: the one pipeline entry, ``select(settings, catalog, sources) -> Selection``.
 - ``sources``: where candidates come from (the catalog, a variant index).
 - ``wheelname``, ``wheel_tags``, ``variant_json``: the wheel formats the rules read.
 - ``nccl_pairing``: which NCCL a GPU build pairs with.
@@ -25,6 +26,7 @@ __all__ = [
     "policy",
     "resolve",
     "runtime",
+    "select",
     "sources",
     "targets",
     "variant",

@@ -16,9 +16,9 @@ from selector_backend.engine.catalog import load_catalog
 from selector_backend.settings import OTHER_ENV
 from selector_backend.settings.docs import documented_options
 
-OPTIONS = documented_options()
-
 from .engine_helpers import ROOT
+
+OPTIONS = documented_options()
 
 
 def _sphinx_extension(name: str) -> ModuleType:

@@ -7,12 +7,11 @@ import time
 
 import pytest
 
+from selector_backend.jobs import jobenv, launcher, rendezvous
+
 from .native_helpers import source_module
 
-jobenv = source_module("jobenv")
-buildmix = source_module("buildmix")
-launcher = source_module("launcher")
-rendezvous = source_module("rendezvous")
+buildmix = source_module("buildmix")  # the package's __init__ needs a built core
 
 
 def test_torchrun_env() -> None:

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from .native_helpers import source_module
+from selector_backend.jobs import rendezvous
 
-rendezvous = source_module("rendezvous")  # the package's __init__ needs a built core
 RendezvousError, StoreClient, StoreServer = rendezvous.RendezvousError, rendezvous.StoreClient, rendezvous.StoreServer
 
 
