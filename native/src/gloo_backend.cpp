@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
+#include <memory>
+#include <mutex>
 
 #include "backend.h"
 #include "common.h"
