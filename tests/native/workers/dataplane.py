@@ -84,7 +84,7 @@ def attack_during_init() -> None:
 if os.environ.get("HVD_SELECTOR_RANK", "0") != "0":
     # A slow rank: it looks up the listeners' addresses 0.5 s late, so the
     # strays surely reach the listeners before it does (the race of the DoS).
-    from hvd_selector import rendezvous
+    from selector_backend.jobs import rendezvous
 
     lookup = rendezvous.StoreClient.get
 
