@@ -21,7 +21,6 @@ from selector_backend.jobs.build_facts import BuildFacts
 from selector_backend.jobs.rendezvous import LocalStore, RendezvousError, StoreClient, StoreServer
 
 from . import _core, buildmix
-from ._dataplane import prove_pairs
 
 Sum = 0
 Average = 1
@@ -106,21 +105,13 @@ def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float) -> None:
             if "timed out" in str(exc):  # a missing rank: the same error as a missing peer later
                 raise CollectiveTimeoutError(str(exc)) from None
             raise
-        if job.rank == 0:  # fresh per init, through the authenticated store
-            client.set("data-plane-nonce", os.urandom(16))
-        nonce = client.get("data-plane-nonce", int(wait * 1000))
-        _core.init_gloo(job.rank, job.size, job.local_rank, job.local_size, client.set, client.get, address, wait)
+        # The core's data connections prove the secret to each other (HMAC handshake) before Gloo uses them.
+        _core.init_gloo(
+            job.rank, job.size, job.local_rank, job.local_size, client.set, client.get, address, wait, secret
+        )
         _rendezvous = _Rendezvous(job.host, job.port, secret, f"g{_generation}/", address)
     finally:
         client.close()
-    strangers = prove_pairs(alltoall, secret, nonce, job.rank, job.size)
-    if strangers:
-        _core.finalize()
-        raise PeerFailureError(
-            f"init: the data connection from rank(s) {', '.join(map(str, strangers))} did not prove it "
-            "belongs to this job (wrong HMAC); another process may have connected to this rank's Gloo "
-            "port - restart the job"
-        )
 
 
 @dataclass(frozen=True)
@@ -159,7 +150,7 @@ def init() -> None:
     elif "gloo" in controllers:
         store = LocalStore()
         _rendezvous = _Rendezvous("", 0, b"", "", "127.0.0.1", store)
-        _core.init_gloo(0, 1, 0, 1, store.set, store.get, "127.0.0.1", wait)
+        _core.init_gloo(0, 1, 0, 1, store.set, store.get, "127.0.0.1", wait, b"")
     else:
         raise ValueError(f"no controller in this build can start here (controllers={','.join(controllers)})")
 
@@ -183,7 +174,7 @@ def _connect_process_set(set_id: int, ranks: Sequence[int], seq: int) -> None:
     members = [int(r) for r in ranks]
     rv = _rendezvous
     if rv is None:  # MPI: the group's communicator needs no store
-        _core.add_process_set(set_id, members, _no_store, _no_store, "", timeout())
+        _core.add_process_set(set_id, members, _no_store, _no_store, "", timeout(), b"")
         return
     tag = f"ps{seq}-" + "-".join(map(str, members)) + "/"
     if rv.local is not None:
@@ -195,11 +186,12 @@ def _connect_process_set(set_id: int, ranks: Sequence[int], seq: int) -> None:
             lambda k, t: local.get(tag + k, t),
             rv.hostname,
             timeout(),
+            b"",
         )
         return
     client = StoreClient(rv.host, rv.port, rv.key, timeout(), prefix=rv.prefix + tag)
     try:
-        _core.add_process_set(set_id, members, client.set, client.get, rv.hostname, timeout())
+        _core.add_process_set(set_id, members, client.set, client.get, rv.hostname, timeout(), rv.key)
     finally:
         client.close()
 

@@ -197,9 +197,9 @@ NB_MODULE(_core, m) {
   nb::exception<NotInitializedError>(m, "NotInitializedError", PyExc_ValueError);
 
   m.def("init_gloo", [](int rank, int size, int local_rank, int local_size, nb::callable set_fn,
-                        nb::callable get_fn, const std::string& hostname, double timeout_s) {
+                        nb::callable get_fn, const std::string& hostname, double timeout_s, nb::bytes key) {
     PyStore store{std::move(set_fn), std::move(get_fn)};
-    hvd_store s{&store, store_set, store_get};
+    hvd_store s{&store, store_set, store_get, key.c_str(), key.size()};  // key: the job secret
     call([&] { return hvd_init_gloo(rank, size, local_rank, local_size, &s, hostname.c_str(), timeout_s); });
   });
   m.def("init_mpi", [](double timeout_s) { call([&] { return hvd_init_mpi(timeout_s); }); });
@@ -255,7 +255,7 @@ NB_MODULE(_core, m) {
   });
   m.def("barrier", [] { call([] { return hvd_barrier(); }); });
   m.def("add_process_set", [](int id, const std::vector<int>& ranks, nb::object set_fn, nb::object get_fn,
-                              const std::string& hostname, double timeout_s) {
+                              const std::string& hostname, double timeout_s, nb::bytes key) {
     if (set_fn.is_none()) {  // MPI: no store needed
       call([&] {
         return hvd_add_process_set(id, ranks.data(), ranks.size(), nullptr, hostname.c_str(), timeout_s);
@@ -263,7 +263,7 @@ NB_MODULE(_core, m) {
       return;
     }
     PyStore store{nb::borrow<nb::callable>(set_fn), nb::borrow<nb::callable>(get_fn)};
-    hvd_store st{&store, store_set, store_get};
+    hvd_store st{&store, store_set, store_get, key.c_str(), key.size()};
     call([&] {
       return hvd_add_process_set(id, ranks.data(), ranks.size(), &st, hostname.c_str(), timeout_s);
     });

@@ -1,6 +1,8 @@
-// Gloo transport: TCP pairs between every rank, set up through the
-// launcher's authenticated key-value store (an hvd_store), with the core's
-// target-compiled kernels as Gloo's reduction function.
+// Gloo transport: Gloo's collectives over the core's own authenticated TCP
+// connections (tcp_mesh.cpp), with the core's target-compiled kernels as
+// the reduction. Gloo 0.5.0 pairs whoever connects to a rank's listener
+// first, so the core makes the connections itself (both ends prove the job
+// secret) and hands each one to a Gloo tcp::Pair already connected.
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/alltoallv.h>
@@ -8,60 +10,74 @@
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/config.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
+#include <gloo/context.h>
+#include <gloo/transport/tcp/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/pair.h>
+#include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
+#include <memory>
+#include <mutex>
 
 #include "backend.h"
 #include "common.h"
 #include "kernels_cpu.h"
+#include "tcp_mesh.h"
 
 namespace hvd {
 namespace {
 
-// gloo::rendezvous::Store over an hvd_store (the Python TCP store client).
-class CallbackStore : public gloo::rendezvous::Store {
+namespace gtcp = gloo::transport::tcp;
+
+// A Gloo tcp pair that takes over a connected, authenticated socket instead
+// of pairing whoever reaches its listener first. Gloo's constructor always
+// opens a listener (port never published); adopt() closes it and refuses
+// when anything reached it in the meantime (the caller makes a fresh pair).
+class AdoptedPair : public gtcp::Pair {
  public:
-  CallbackStore(const hvd_store& store, std::chrono::milliseconds timeout)
-      : store_(store), timeout_(timeout) {}
+  AdoptedPair(gtcp::Context* context, gtcp::Device* device, int peer, std::chrono::milliseconds timeout)
+      : gtcp::Pair(context, device, peer, timeout) {}
 
-  void set(const std::string& key, const std::vector<char>& data) override {
-    char error[256] = {0};
-    if (store_.set(store_.ctx, key.c_str(), data.data(), data.size(), error) != 0)
-      throw Error(HVD_ERR_TIMEOUT, std::string("rendezvous: ") + error);
+  bool adopt(int fd) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (state_ != LISTENING || ex_ != nullptr || fd_ < 0) return false;
+    device_->unregisterDescriptor(fd_, this);
+    ::close(fd_);
+    fd_ = fd;
+    handleConnected();  // non-blocking, TCP_NODELAY, timeouts, registered with the device loop
+    return true;
   }
+};
 
-  std::vector<char> get(const std::string& key) override {
-    char error[256] = {0};
-    void* value = nullptr;
-    size_t len = 0;
-    if (store_.get(store_.ctx, key.c_str(), &value, &len, timeout_.count(), error) != 0)
-      throw Error(HVD_ERR_TIMEOUT, std::string("rendezvous: ") + error);
-    std::vector<char> out(static_cast<char*>(value), static_cast<char*>(value) + len);
-    std::free(value);
-    return out;
-  }
+// Gloo's tcp context whose pairs are AdoptedPairs.
+class AdoptingContext : public gtcp::Context {
+ public:
+  AdoptingContext(std::shared_ptr<gtcp::Device> device, int rank, int size)
+      : gtcp::Context(std::move(device), rank, size) {}
 
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
-    for (const auto& key : keys) {
-      char error[256] = {0};
-      void* value = nullptr;
-      size_t len = 0;
-      if (store_.get(store_.ctx, key.c_str(), &value, &len, timeout.count(), error) != 0)
-        throw Error(HVD_ERR_TIMEOUT, std::string("rendezvous: ") + error);
-      std::free(value);
+  void adopt(int peer, int& fd) {
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      auto pair = std::make_unique<AdoptedPair>(this, device_.get(), peer, getTimeout());
+      if (pair->adopt(fd)) {
+        fd = -1;
+        pairs_[peer] = std::move(pair);
+        return;
+      }
     }
+    throw Error(HVD_ERR_INTERNAL, "init: gloo kept pairing unexpected connections; retry");
   }
+};
 
- private:
-  hvd_store store_;
-  std::chrono::milliseconds timeout_;
+// gloo::Context over an AdoptingContext (what connectFullMesh would build).
+class MeshContext : public gloo::Context {
+ public:
+  MeshContext(int rank, int size) : gloo::Context(rank, size) {}
+  void attach(std::shared_ptr<gloo::transport::Device> device,
+              std::shared_ptr<gloo::transport::Context> pairs) {
+    device_ = std::move(device);
+    transportContext_ = std::move(pairs);
+  }
 };
 
 // Gloo reports I/O problems as IoException; tell a timeout from a dead peer.
@@ -96,14 +112,32 @@ class GlooBackend : public Backend {
               const std::string& hostname, double timeout_s)
       : rank_(rank), size_(size), local_rank_(local_rank), local_size_(local_size) {
     timeout_ = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+    tcp::MeshOptions mesh;
+    mesh.rank = rank;
+    mesh.size = size;
+    mesh.hostname = hostname;
+    mesh.timeout_s = timeout_s;
+    std::vector<int> fds = tcp::connect_mesh(mesh, store);
+    struct Owned {  // closes what Gloo did not take over
+      std::vector<int>& fds;
+      ~Owned() {
+        for (int fd : fds)
+          if (fd >= 0) ::close(fd);
+      }
+    } owned{fds};
     gloo::transport::tcp::attr attr;
     attr.hostname = hostname;
     guarded("gloo init", [&] {
       device_ = gloo::transport::tcp::CreateDevice(attr);
-      auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+      auto tcp_device = std::dynamic_pointer_cast<gtcp::Device>(device_);
+      if (!tcp_device) throw Error(HVD_ERR_INTERNAL, "init: gloo did not create a tcp device");
+      auto pairs = std::make_shared<AdoptingContext>(tcp_device, rank, size);
+      pairs->setTimeout(timeout_);
+      for (int q = 0; q < size; ++q)
+        if (q != rank) pairs->adopt(q, fds[q]);
+      auto context = std::make_shared<MeshContext>(rank, size);
       context->setTimeout(timeout_);
-      CallbackStore cb(store, timeout_);
-      context->connectFullMesh(cb, device_);
+      context->attach(device_, pairs);
       context_ = context;
     });
   }
@@ -180,8 +214,8 @@ class GlooBackend : public Backend {
     });
   }
 
-  // A fresh full mesh of the members, rendezvoused through `store` (the
-  // caller gives it a key prefix of its own).
+  // A fresh authenticated mesh of the members, rendezvoused through `store`
+  // (the caller gives it a key prefix of its own; a fresh nonce with it).
   std::unique_ptr<Backend> subset(int, const std::vector<int>& ranks, const hvd_store* store,
                                   const std::string& hostname, double timeout_s) override {
     if (!store) throw Error(HVD_ERR_INVALID, "add_process_set: the gloo build needs the rendezvous store");

@@ -67,11 +67,16 @@ typedef struct {
 /* Key-value store the Gloo controller rendezvouses through (the launcher's
  * authenticated TCP store). get blocks until the key exists or timeout_ms
  * passes; it returns a malloc()ed buffer the library free()s. Each returns
- * 0 on success, non-zero on failure with a reason in `error` (256 bytes). */
+ * 0 on success, non-zero on failure with a reason in `error` (256 bytes).
+ * key/key_len: the job secret that authenticates the store's clients; the
+ * core's TCP data connections prove it too (required when size > 1, at
+ * least 16 bytes; see docs/reference/security.md). */
 typedef struct {
   void* ctx;
   int (*set)(void* ctx, const char* key, const void* value, size_t len, char* error);
   int (*get)(void* ctx, const char* key, void** value, size_t* len, int64_t timeout_ms, char* error);
+  const void* key;
+  size_t key_len;
 } hvd_store;
 
 const char* hvd_last_error(void);

@@ -36,6 +36,8 @@ HOMEPAGE = "https://github.com/hvd-selector/hvd-selector"
 
 #: Lower bounds the build needs (CMakeLists.txt, native/nccl, pyproject's build requires).
 NCCL_MIN = "2.19"
+#: Newest Gloo whose tcp::Pair can adopt the core's authenticated sockets (a listener per pair).
+GLOO_MAX = "2022-05-18"
 NANOBIND_MIN = "2"
 
 
@@ -394,8 +396,12 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         '    depends_on("py-torch", type="run", when="frameworks=pytorch")',
         '    depends_on("mpi", when="controllers=mpi")',
         '    depends_on("mpi", when="tensor_ops=mpi")',
-        '    depends_on("gloo", when="controllers=gloo")',
-        '    depends_on("gloo", when="tensor_ops=gloo")',
+        "    # the core hands Gloo 0.5.0's tcp pairs HMAC-authenticated (libcrypto) sockets;",
+        "    # Gloo's 2023 releases reworked that pair API",
+        f'    depends_on("gloo@:{GLOO_MAX}", when="controllers=gloo")',
+        f'    depends_on("gloo@:{GLOO_MAX}", when="tensor_ops=gloo")',
+        '    depends_on("openssl", when="controllers=gloo")',
+        '    depends_on("openssl", when="tensor_ops=gloo")',
         f'    depends_on("nccl@{NCCL_MIN}:", when="tensor_ops=nccl")',
         f'    depends_on("{cuda_dependency(catalog)}", when="+cuda")',
         "",
@@ -532,8 +538,10 @@ REQUIRED_DEPENDENCIES = (
     (f"py-nanobind@{NANOBIND_MIN}:", None),
     ("py-tomli", "^python@:3.10"),
     ("py-torch", "frameworks=pytorch"),
-    ("gloo", "controllers=gloo"),
-    ("gloo", "tensor_ops=gloo"),
+    (f"gloo@:{GLOO_MAX}", "controllers=gloo"),
+    (f"gloo@:{GLOO_MAX}", "tensor_ops=gloo"),
+    ("openssl", "controllers=gloo"),
+    ("openssl", "tensor_ops=gloo"),
     ("mpi", "controllers=mpi"),
     ("mpi", "tensor_ops=mpi"),
 )

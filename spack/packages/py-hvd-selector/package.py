@@ -186,8 +186,12 @@ class PyHvdSelector(PythonPackage, CudaPackage):
     depends_on("py-torch", type="run", when="frameworks=pytorch")
     depends_on("mpi", when="controllers=mpi")
     depends_on("mpi", when="tensor_ops=mpi")
-    depends_on("gloo", when="controllers=gloo")
-    depends_on("gloo", when="tensor_ops=gloo")
+    # the core hands Gloo 0.5.0's tcp pairs HMAC-authenticated (libcrypto) sockets;
+    # Gloo's 2023 releases reworked that pair API
+    depends_on("gloo@:2022-05-18", when="controllers=gloo")
+    depends_on("gloo@:2022-05-18", when="tensor_ops=gloo")
+    depends_on("openssl", when="controllers=gloo")
+    depends_on("openssl", when="tensor_ops=gloo")
     depends_on("nccl@2.19:", when="tensor_ops=nccl")
     depends_on("cuda@12.4:12,13.0:13", when="+cuda")
 

@@ -1,8 +1,16 @@
-"""Stray local connections to the ranks' Gloo ports while the job runs:
-python dataplane.py OUT_DIR. Each rank knocks on the next rank's TCP ports
-with garbage, idle sockets and a replay of a pair tag; every rank checks 200
-allreduces (HVD_SELECTOR_SHM=0 keeps them on Gloo TCP) and records how many
-stray connections got through (Gloo closes its listeners after init)."""
+"""Stray local connections to a rank's data ports during init() and during
+collectives: python dataplane.py OUT_DIR.
+
+Before init() each rank starts an attacker thread that never sees the job
+secret: it watches this process's listening TCP sockets and, as soon as one
+appears, connects to it again and again - garbage, idle sockets, and a
+replay of the bytes the listener sent back to it - racing the real peers,
+which look the listeners up late.
+After init() it knocks on the next rank's TCP ports while every rank checks
+200 allreduces (HVD_SELECTOR_SHM=0 keeps them on TCP). Each rank writes
+OUT_DIR/outcome<rank>.txt: "<ok|wrong> <strays during init> <most bytes a
+stray received> <ports knocked after init> <strays connected after init>".
+"""
 
 import os
 import socket
@@ -14,16 +22,13 @@ from pathlib import Path
 import numpy as np
 
 import hvd_selector as hvd
-from hvd_selector._dataplane import tag
 
 out_dir = Path(sys.argv[1])
-hvd.init()
-rank, size = hvd.rank(), hvd.size()
 
 
-def own_ports() -> list[int]:
-    """Local ports of this process's TCP sockets, listening or connected (its
-    sockets' inodes in /proc/self/net/tcp): where a stray process would knock."""
+def own_ports(states: tuple[str, ...]) -> list[int]:
+    """Local ports of this process's TCP sockets in `states` (0A: listening,
+    01: established), from its sockets' inodes in /proc/self/net/tcp{,6}."""
     inodes = set()
     for fd in os.listdir("/proc/self/fd"):
         try:
@@ -33,36 +38,97 @@ def own_ports() -> list[int]:
         if link.startswith("socket:["):
             inodes.add(link[8:-1])
     ports = []
-    for line in Path("/proc/self/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if fields[3] in ("01", "0A") and fields[9] in inodes:
-            ports.append(int(fields[1].split(":")[1], 16))
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] in states and fields[9] in inodes:
+                ports.append(int(fields[1].rsplit(":", 1)[1], 16))
     return ports
 
 
-(out_dir / f"ports{rank}.txt").write_text(" ".join(map(str, own_ports())))
+strays: list[tuple[socket.socket, bytes]] = []  # and what each read while attacking
+init_done = threading.Event()
+
+
+def knock(port: int) -> None:
+    """One round of garbage, idle and replayed connections to `port`."""
+    for kind in ("garbage", "idle", "replay"):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=1)
+        except OSError:
+            continue
+        if s.getsockname() == s.getpeername():  # TCP self-connect to a port freed meanwhile: no rank there
+            s.close()
+            continue
+        echo = b""
+        try:
+            if kind == "garbage":
+                s.sendall(os.urandom(4096))
+            elif kind == "replay":
+                s.settimeout(0.2)
+                echo = s.recv(4096)
+                s.sendall(echo + echo + os.urandom(32))
+        except OSError:
+            pass
+        strays.append((s, echo))
+
+
+def attack_during_init() -> None:
+    deadline = time.monotonic() + 60
+    while not init_done.is_set() and time.monotonic() < deadline:
+        for port in own_ports(("0A",)):
+            knock(port)
+        time.sleep(0)
+
+
+if os.environ.get("HVD_SELECTOR_RANK", "0") != "0":
+    # A slow rank: it looks up the listeners' addresses 0.5 s late, so the
+    # strays surely reach the listeners before it does (the race of the DoS).
+    from selector_backend.jobs import rendezvous
+
+    lookup = rendezvous.StoreClient.get
+
+    def slow_get(self: rendezvous.StoreClient, key: str, timeout_ms: int | None = None) -> bytes:
+        if key.startswith("tcp/addr/"):
+            time.sleep(0.5)
+        return lookup(self, key, timeout_ms)
+
+    rendezvous.StoreClient.get = slow_get  # type: ignore[method-assign]
+
+attacker = threading.Thread(target=attack_during_init, daemon=True)
+attacker.start()
+hvd.init()
+init_done.set()
+attacker.join()
+rank, size = hvd.rank(), hvd.size()
+during_init = len(strays)
+most = 0
+for s, got in strays:  # what the rank ever sent a stray: at most the listener's hello
+    s.settimeout(2)
+    try:
+        while chunk := s.recv(65536):
+            got += chunk
+    except OSError:
+        pass
+    assert not got or got.startswith(b"hvdtcp1\n"), got[:16]
+    most = max(most, len(got))
+    s.close()
+strays.clear()
+
+(out_dir / f"ports{rank}.txt").write_text(" ".join(map(str, own_ports(("01", "0A")))))
 hvd.barrier()
-held: list[socket.socket] = []
 stop = threading.Event()
 
 
-def attack(ports: list[int]) -> None:
-    replay = tag(b"k" * 32, b"n" * 16, 0, 1)
+def attack_after_init(ports: list[int]) -> None:
     while not stop.is_set():
         for port in ports:
-            for payload in (os.urandom(4096), b"", replay * 4):
-                try:
-                    s = socket.create_connection(("127.0.0.1", port), timeout=1)
-                    if payload:
-                        s.sendall(payload)
-                    held.append(s)  # idle: kept open until the end
-                except OSError:
-                    pass
+            knock(port)
         time.sleep(0.01)
 
 
 ports = [int(p) for p in (out_dir / f"ports{(rank + 1) % size}.txt").read_text().split()]
-thread = threading.Thread(target=attack, args=(ports,), daemon=True)
+thread = threading.Thread(target=attack_after_init, args=(ports,), daemon=True)
 thread.start()
 ok = True
 for it in range(200):
@@ -71,7 +137,9 @@ for it in range(200):
 stop.set()
 thread.join()
 hvd.barrier()
-(out_dir / f"outcome{rank}.txt").write_text(f"{'ok' if ok else 'wrong'} {len(ports)} {len(held)}")
-for s in held:
+(out_dir / f"outcome{rank}.txt").write_text(
+    f"{'ok' if ok else 'wrong'} {during_init} {most} {len(ports)} {len(strays)}"
+)
+for s, _ in strays:
     s.close()
 hvd.shutdown()
