@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from selector_backend.detect.profile_file import with_interpreter_defaults
 from selector_backend.engine import compat, resolve
 from selector_backend.engine.catalog import Catalog
-from selector_backend.engine.host import HostProfile, with_interpreter_defaults
+from selector_backend.engine.host import HostProfile
 from selector_backend.engine.policy import Selector
 from selector_backend.engine.select import Sources, select_with
 from selector_backend.engine.variant import Variant, format_variant, variant_label

@@ -45,7 +45,7 @@ def apply_host_overrides(profile: HostProfile, settings: Settings) -> HostProfil
 def host_profile_for(settings: Settings) -> HostProfile:
     """The host-profile file if one is set, else detection (bounded by detect-timeout); then overrides."""
     if settings.host_profile is not None:
-        from selector_backend.engine.host import load_host_profile
+        from selector_backend.detect.profile_file import load_host_profile
 
         profile = load_host_profile(settings.host_profile)
     else:

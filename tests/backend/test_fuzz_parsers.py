@@ -14,9 +14,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from selector_backend.detect.profile_file import load_host_profile
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import load_catalog
-from selector_backend.engine.host import HostProfile, load_host_profile
+from selector_backend.engine.host import HostProfile
 from selector_backend.errors import SelectorError
 from selector_backend.install import variant_index
 from selector_backend.settings import apply_host_overrides, load_settings

@@ -54,4 +54,28 @@ def _imports(path: Path) -> set[str]:
             parts = name.split(".")
             if parts[0] == "selector_backend" and len(parts) > 1:
                 found.add(parts[1])
+            elif parts == ["selector_backend"] and isinstance(node, ast.ImportFrom):
+                found.update(a.name for a in node.names)
     return found
+
+
+#: What each audience may import (the table on docs/project/architecture.md); ``TYPE_CHECKING``
+#: imports count too, except settings in the engine (``select`` is typed by the model it is given).
+MAY_IMPORT = {
+    "engine": {"errors", "files", "PACKAGE_DIR"},
+    "files": {"errors"},
+    "settings": {"engine", "files", "detect", "errors", "install"},
+    "detect": {"engine", "settings", "errors", "files"},
+    "install": {"engine", "settings", "files", "detect", "errors", "PACKAGE_DIR"},
+    "publishing": {"engine", "install", "settings", "files", "detect", "errors", "PACKAGE_DIR"},
+    "interop": {"engine", "settings", "files", "detect", "errors", "PACKAGE_DIR"},
+    "jobs": set(),
+}
+TYPE_ONLY = {"engine": {"settings"}}
+
+
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_each_audience_imports_only_what_the_map_allows(package: str) -> None:
+    for path in sorted((PACKAGE / package).rglob("*.py")):
+        extra = _imports(path) - MAY_IMPORT[package] - {package} - TYPE_ONLY.get(package, set())
+        assert not extra, f"{path.relative_to(PACKAGE.parent)} imports selector_backend.{sorted(extra)}"
