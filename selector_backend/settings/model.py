@@ -25,7 +25,11 @@ ENV_PREFIX = "HVD_SELECTOR_"
 
 
 class HostFacts(NamedTuple):
-    """Facts that replace what detection found (the ``[host]`` table); None: not given."""
+    """Facts that replace what detection found (the ``[host]`` table).
+
+    A fact is given when ``Settings.origins`` names it; a given ``none`` is
+    ``()`` for gpus and None for the others (absent), as on a HostProfile.
+    """
 
     target: t.Target = None
     """host CPU microarchitecture (archspec name), e.g. x86_64_v3 or zen3; steers selection only (the import guard always checks the real CPU)"""  # noqa: E501
