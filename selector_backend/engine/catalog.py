@@ -144,6 +144,8 @@ class Catalog(NamedTuple):
 
     def make_variant(self, values: Mapping[str, AxisValue], *, fill_defaults: bool = False) -> Variant:
         """A complete Variant in axis order; missing axes are an error unless defaulted."""
+        if values.keys() == self.axes.keys():  # every axis and no other: nothing to fill or name
+            return Variant({a: values[a] for a in self.axes})
         missing = [a for a in self.axes if a not in values]
         if missing and not fill_defaults:
             raise InputError(f"variant {format_variant(values)!r} lacks axes: {', '.join(missing)}")
@@ -186,7 +188,7 @@ class Catalog(NamedTuple):
     def requirements_of(self, variant: Variant) -> list[tuple[str, str, str]]:
         """(axis, value, capability) for each host capability the variant needs."""
         needs = []
-        for axis in self.axes:
+        for axis in variant:  # in axis order; a partial variant asks about its own axes only
             for value in variant.values_of(axis):
                 for cap in self.host_requirements.get((axis, value), ()):
                     needs.append((axis, value, cap))

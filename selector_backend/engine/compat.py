@@ -9,7 +9,7 @@ decides compatibility.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from selector_backend.engine import targets
 from selector_backend.engine.catalog import Catalog
@@ -230,13 +230,37 @@ def check_os(spec_os: str, host: HostProfile, relax: bool = False) -> Finding:
 
 
 # ------------------------------------------------------------------ all together
-def check_variant(variant: Variant, catalog: Catalog, host: HostProfile) -> list[Finding]:
-    """Every rule for a catalog variant: target, CUDA, host requirements."""
-    findings = [check_target(str(variant["target"]), host)]
-    cuda = str(variant["cuda"])
-    toolkit = catalog.cuda_lines[cuda].toolkit if cuda in catalog.cuda_lines else None
-    findings += check_cuda(variant.values_of("cuda_arch"), toolkit, host)
-    findings += check_requirements(variant, catalog, host)
+def check_variant(
+    variant: Variant, catalog: Catalog, host: HostProfile, memo: dict[Any, tuple[Finding, ...]] | None = None
+) -> list[Finding]:
+    """Every rule for a catalog variant: target, CUDA, host requirements.
+
+    Each rule's answer depends on one part of the variant (its target, its
+    CUDA line and arch list, one axis value's requirements), so a caller
+    checking many variants against one host and catalog may pass a ``memo``
+    dict to share those answers: an index of thousands of variants has only
+    a few dozen distinct parts.
+    """
+    if memo is None:
+        memo = {}
+    key: tuple[Any, ...] = ("target", variant["target"])
+    part = memo.get(key)
+    if part is None:
+        part = memo[key] = (check_target(str(variant["target"]), host),)
+    findings = list(part)
+    cuda = variant["cuda"]
+    key = ("cuda", cuda, variant["cuda_arch"])
+    part = memo.get(key)
+    if part is None:
+        toolkit = catalog.cuda_lines[str(cuda)].toolkit if cuda in catalog.cuda_lines else None
+        part = memo[key] = tuple(check_cuda(variant.values_of("cuda_arch"), toolkit, host))
+    findings += part
+    for axis, value in variant.pairs():
+        key = ("requires", axis, value)
+        part = memo.get(key)
+        if part is None:
+            part = memo[key] = tuple(check_requirements(Variant({axis: value}), catalog, host))
+        findings += part
     return findings
 
 

@@ -7,7 +7,9 @@ would a source build target" from the same rules.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -19,12 +21,29 @@ from selector_backend.engine.policy import Selector
 from selector_backend.engine.variant import AxisValue, Variant, format_variant
 
 
+class CandidateFile(NamedTuple):
+    """One file of a candidate that comes as several (an index lists a variant once per wheel).
+
+    It stands for the candidate ``Candidate(variant, source, {**extra,
+    **candidate.extra}, candidate.findings + findings, order)``; the variant's
+    verdict is reached once for all its files. ``position`` is where the file
+    was listed: incompatible ones keep that order.
+    """
+
+    extra: Mapping[str, Any]
+    findings: tuple[Finding, ...]
+    order: int
+    position: int
+
+
 class Candidate(NamedTuple):
     """One thing that could be installed: a variant from some source.
 
     ``extra`` carries source details (url, sha256, filename, spack hash) into
     the JSON; ``findings`` are source-specific checks (wheel tags, Spack os).
-    ``order`` breaks ties after every preference (lower first).
+    ``order`` breaks ties after every preference (lower first). With
+    ``files``, the candidate is one per file (see CandidateFile) and its own
+    ``order`` is unused.
     """
 
     variant: Variant
@@ -32,24 +51,60 @@ class Candidate(NamedTuple):
     extra: Mapping[str, Any] = MappingProxyType({})
     findings: tuple[Finding, ...] = ()
     order: int = 0
+    files: tuple[CandidateFile, ...] = ()
 
 
-class Ranked(NamedTuple):
+class Ranked:
     """A candidate with its verdict. ``findings`` are kept, and the
-    human-readable ``reasons`` derived from them only when asked for."""
+    human-readable ``reasons`` derived from them only when asked for.
 
-    candidate: Candidate
-    compatible: bool
-    findings: tuple[Finding, ...]
+    ``Ranked(candidate, compatible, findings)``; with ``file``, ``candidate``
+    is the variant's candidate and ``findings`` its verdict, and the file's
+    own candidate and findings are put together only when asked for.
+    """
+
+    __slots__ = ("_candidate", "_file", "_findings", "compatible")
+
+    def __init__(
+        self,
+        candidate: Candidate,
+        compatible: bool,
+        findings: tuple[Finding, ...],
+        file: CandidateFile | None = None,
+    ) -> None:
+        self._candidate = candidate
+        self.compatible = compatible
+        self._findings = findings
+        self._file = file
+
+    @property
+    def candidate(self) -> Candidate:
+        file = self._file
+        if file is not None:  # the file's own candidate, built once
+            group = self._candidate
+            self._candidate = Candidate(
+                group.variant, group.source, {**file.extra, **group.extra}, group.findings + file.findings, file.order
+            )
+            self._findings += file.findings
+            self._file = None
+        return self._candidate
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return self._findings if self._file is None else self._findings + self._file.findings
 
     @property
     def variant(self) -> Variant:
-        return self.candidate.variant
+        return self._candidate.variant
 
     @property
     def reasons(self) -> tuple[str, ...]:
         """Failures first (they are why), then the supporting facts."""
-        return tuple([f.reason for f in self.findings if not f.ok] + [f.reason for f in self.findings if f.ok])
+        findings = self.findings
+        return tuple([f.reason for f in findings if not f.ok] + [f.reason for f in findings if f.ok])
+
+    def __repr__(self) -> str:
+        return f"Ranked({self.candidate!r}, {self.compatible!r}, {self.findings!r})"
 
     def to_json(self, variant_json: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The contract shape; ``variant_json`` may pass the variant's JSON already built."""
@@ -84,6 +139,84 @@ class Resolution(NamedTuple):
             "selector": str(self.selector),
             "notes": list(self.notes),
         }
+
+    def to_json_text(self) -> str:
+        """``json.dumps(self.to_json(), separators=(",", ":"))``, built from parts a candidate shares.
+
+        Thousands of wheels share a few thousand variants, one source, a
+        handful of wheel-tag findings and reason strings: each of those is
+        encoded once, and a wheel adds only its own fields.
+        """
+        return _JsonText().resolution(self)
+
+
+class _JsonText:
+    """Resolution.to_json_text's encoder: what candidates share is encoded once (keyed by identity)."""
+
+    def __init__(self) -> None:
+        import json
+
+        self.dumps = functools.partial(json.dumps, separators=(",", ":"))
+        self.string = json.encoder.encode_basestring_ascii  # what json.dumps uses for a str
+        self.variants: dict[Variant, str] = {}
+        self.shared: dict[int, tuple[Any, Any]] = {}  # id(object) -> (object, its text); the object keeps the id taken
+
+    def resolution(self, res: Resolution) -> str:
+        head = self.dumps({"source_build": None, "selector": str(res.selector), "notes": list(res.notes)})
+        if res.source_build is not None:
+            source = {"variant": res.source_build.to_json(), "spec": format_variant(res.source_build)}
+            head = self.dumps({"source_build": source, "selector": str(res.selector), "notes": list(res.notes)})
+        candidates = [self.ranked(r) for r in res.candidates]
+        selected = "null" if res.selected is None else self.ranked(res.selected)
+        return f'{{"selected":{selected},"candidates":[{",".join(candidates)}],{head[1:]}'
+
+    def ranked(self, r: Ranked) -> str:
+        cand, file = r._candidate, r._file
+        got = self.shared.get(id(cand))
+        if got is None:
+            got = self.shared[id(cand)] = (cand, self._candidate_text(cand))
+        variant, source, extra = got[1]
+        if file is None:
+            reasons = self._reasons(r._findings, ())
+        elif file.extra.keys().isdisjoint(cand.extra):
+            extra = self._pairs(file.extra) + extra
+            reasons = self._reasons(r._findings, file.findings)
+        else:  # a file field that the candidate's extra overrides: the plain way
+            return str(self.dumps(r.to_json()))
+        flag = "true" if r.compatible else "false"
+        return f'{{"variant":{variant},"source":{source},{extra}"compatible":{flag},"reasons":[{reasons}]}}'
+
+    def _once(self, thing: Any, encode: Callable[[Any], Any]) -> Any:
+        got = self.shared.get(id(thing))
+        if got is None:
+            got = self.shared[id(thing)] = (thing, encode(thing))
+        return got[1]
+
+    def _candidate_text(self, cand: Candidate) -> tuple[str, str, str]:
+        """The encoded variant, source, and extra fields (each followed by a comma) of a candidate."""
+        variant = self.variants.get(cand.variant)
+        if variant is None:
+            variant = self.variants[cand.variant] = self.dumps(cand.variant.to_json())
+        return variant, self.string(cand.source), self._pairs(cand.extra)
+
+    def _pairs(self, extra: Mapping[str, Any]) -> str:
+        string = self.string
+        return "".join([f"{string(k)}:{string(v) if type(v) is str else self.dumps(v)}," for k, v in extra.items()])
+
+    def _reasons(self, findings: tuple[Finding, ...], more: tuple[Finding, ...]) -> str:
+        """The encoded reasons (Ranked.reasons): failures of both, then the rest of both."""
+        fail_a, ok_a = self._once(findings, self._split)
+        if not more:
+            return f"{fail_a},{ok_a}" if fail_a and ok_a else fail_a or ok_a
+        fail_b, ok_b = self._once(more, self._split)
+        return ",".join([part for part in (fail_a, fail_b, ok_a, ok_b) if part])
+
+    def _split(self, findings: tuple[Finding, ...]) -> tuple[str, str]:
+        """(encoded failures, encoded supporting facts), each comma-separated."""
+        string = self.string
+        return ",".join([string(f.reason) for f in findings if not f.ok]), ",".join(
+            [string(f.reason) for f in findings if f.ok]
+        )
 
 
 def evaluate(candidate: Candidate, catalog: Catalog, host: HostProfile, selector: Selector) -> list[Finding]:
@@ -128,48 +261,45 @@ def rank_key(candidate: Candidate, catalog: Catalog, host: HostProfile) -> tuple
     return variant_rank(candidate.variant, catalog, host), candidate.order
 
 
-class _Verdict(NamedTuple):
-    """What the engine and the selector say of one distinct variant (shared by its wheels)."""
-
-    findings: tuple[Finding, ...]
-    ok: bool
-    excluded: bool  # the selector rejects it
-    misses: int
-
-
 def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog, selector: Selector) -> Resolution:
     """Rank every candidate; the best compatible one is selected.
 
-    An index lists each variant once per wheel tag (and release), so the
-    rules run once per distinct variant and their verdict and rank key are
-    shared; only a candidate's own findings (its wheel tag) are added to it.
+    Compatible candidates sort by their variant's RankKey, then ``order``;
+    incompatible ones after them, near misses first (admitted by the
+    selector, fewest failed rules), then as listed. The rules run once per
+    distinct variant (``compat.check_variant`` shares their parts through a
+    memo) and a candidate's files share that verdict, adding only their own
+    findings (a wheel tag).
     """
-    verdicts: dict[Variant, _Verdict] = {}
+    memo: dict[Any, tuple[Finding, ...]] = {}
     keys: dict[Variant, RankKey] = {}
-    good: list[tuple[RankKey, int, Ranked]] = []
-    bad: list[tuple[tuple[bool, int, int], Ranked]] = []
-    for index, cand in enumerate(candidates):
-        verdict = verdicts.get(cand.variant)
-        if verdict is None:
-            chosen = selector.check(cand.variant)
-            engine = compat.check_variant(cand.variant, catalog, host)
-            findings = (*engine, *chosen)
-            misses = sum(1 for f in findings if not f.ok)
-            verdict = _Verdict(findings, misses == 0, not compat.compatible(chosen), misses)
-            verdicts[cand.variant] = verdict
-        findings = verdict.findings + cand.findings if cand.findings else verdict.findings
-        own_misses = sum(1 for f in cand.findings if not f.ok)
-        if verdict.ok and not own_misses:
-            key = keys.get(cand.variant)
-            if key is None:
-                key = keys[cand.variant] = variant_rank(cand.variant, catalog, host)
-            good.append((key, cand.order, Ranked(cand, True, findings)))
-        else:
-            bad.append(((verdict.excluded, verdict.misses + own_misses, index), Ranked(cand, False, findings)))
-    good.sort(key=lambda item: item[:2])
-    # incompatible ones: near misses first (admitted by the selector, fewest failed rules), then source order
-    bad.sort(key=lambda item: item[0])
-    ranked = tuple([r for *_, r in good] + [r for _, r in bad])
+    good: list[tuple[RankKey, int, int, Ranked]] = []
+    bad: list[tuple[int, Ranked]] = []  # sort key: excluded, failed rules, position, as one integer
+    listed = 0
+    for cand in candidates:
+        chosen = selector.check(cand.variant)
+        findings = (*compat.check_variant(cand.variant, catalog, host, memo), *chosen, *cand.findings)
+        misses = sum(1 for f in findings if not f.ok)
+        excluded = 0 if compat.compatible(chosen) else 1 << 62
+        if not cand.files:
+            if misses:
+                bad.append((excluded + (misses << 40) + listed, Ranked(cand, False, findings)))
+            else:
+                good.append(
+                    (_rank(cand.variant, keys, catalog, host), cand.order, listed, Ranked(cand, True, findings))
+                )
+            listed += 1
+            continue
+        for file in cand.files:
+            own = misses + sum(1 for f in file.findings if not f.ok) if file.findings else misses
+            if own:
+                bad.append((excluded + (own << 40) + file.position, Ranked(cand, False, findings, file)))
+            else:
+                key = _rank(cand.variant, keys, catalog, host)
+                good.append((key, file.order, file.position, Ranked(cand, True, findings, file)))
+    good.sort(key=_GOOD_KEY)
+    bad.sort(key=_BAD_KEY)
+    ranked = tuple([item[3] for item in good] + [item[1] for item in bad])
     notes: list[str] = []
     try:
         source = ideal_variant(host, catalog, selector)
@@ -181,6 +311,17 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
     if warning:
         notes.insert(0, warning)
     return Resolution(selected, ranked, source, selector, tuple(notes))
+
+
+_GOOD_KEY = itemgetter(0, 1, 2)
+_BAD_KEY = itemgetter(0)
+
+
+def _rank(variant: Variant, keys: dict[Variant, RankKey], catalog: Catalog, host: HostProfile) -> RankKey:
+    key = keys.get(variant)
+    if key is None:
+        key = keys[variant] = variant_rank(variant, catalog, host)
+    return key
 
 
 GPU_HOST_HOWTO = (

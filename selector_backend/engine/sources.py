@@ -30,31 +30,34 @@ def catalog_matrix(catalog: Catalog) -> Iterator[Candidate]:
 def index_candidates(
     urls: Iterable[str], catalog: Catalog, host: HostProfile, settings: Settings
 ) -> Iterator[Candidate]:
-    """Every wheel of every configured variant index, with its wheel-tag finding.
+    """Every variant of every configured variant index, with its wheels as the candidate's files.
 
-    Candidates keep index order (first index first) as the final tie-break;
-    wheels that are not variant wheels of this catalog are skipped.
+    A wheel's file carries its wheel-tag finding (one per distinct tag) and
+    its order: index order (first index first), then tag preference. Wheels
+    that are not variant wheels of this catalog are skipped.
     """
+    from selector_backend.engine.resolve import CandidateFile
     from selector_backend.engine.wheel_tags import check_wheel_tags, host_tags
+    from selector_backend.engine.wheelname import parse_wheel_name
     from selector_backend.install import variant_index
 
     ranked_tags = {tag: i for i, tag in enumerate(host_tags(host))}
-    verdicts: dict[tuple[str, str, str], tuple[Finding, int]] = {}  # one per distinct tag triple
-    for position, url in enumerate(urls):
-        entries = variant_index.read_index(
+    verdicts: dict[str, tuple[tuple[Finding, ...], int]] = {}  # one per distinct python-abi-platform tag
+    listed = 0  # files of earlier indexes: positions run on across indexes
+    for number, url in enumerate(urls):
+        groups = variant_index.read_index_groups(
             url, catalog, allowed_origins=settings.index_file_origins, **settings.fetch_options()
         )
-        for entry in entries:
-            triple = (entry.wheel.python, entry.wheel.abi, entry.wheel.platform)
-            verdict = verdicts.get(triple)
-            if verdict is None:
-                verdict = verdicts[triple] = check_wheel_tags(entry.wheel, host, ranked_tags)
-            finding, tag_rank = verdict
-            extra = {
-                "filename": entry.filename,
-                "url": entry.url,
-                "sha256": entry.sha256,
-                "label": entry.label,
-                "index": url,
-            }
-            yield Candidate(entry.variant, "index", extra, (finding,), order=position * 10**9 + tag_rank)
+        size = 0
+        for group in groups:
+            files = []
+            for position, filename, link, sha256, tag in group.files:
+                verdict = verdicts.get(tag)
+                if verdict is None:
+                    finding, rank = check_wheel_tags(parse_wheel_name(filename), host, ranked_tags)
+                    verdict = verdicts[tag] = ((finding,), rank)
+                extra = {"filename": filename, "url": link, "sha256": sha256}
+                files.append(CandidateFile(extra, verdict[0], number * 10**9 + verdict[1], listed + position))
+                size = max(size, position + 1)
+            yield Candidate(group.variant, "index", {"label": group.label, "index": url}, files=tuple(files))
+        listed += size

@@ -16,20 +16,25 @@ AxisValue = str | tuple[str, ...]
 class Variant(Mapping[str, AxisValue]):
     """An immutable axis -> value mapping in catalog axis order."""
 
-    __slots__ = ("_hash", "_items")
+    __slots__ = ("_hash", "_items", "_values")
 
     def __init__(self, items: Mapping[str, AxisValue] | None = None) -> None:
-        self._items: tuple[tuple[str, AxisValue], ...] = tuple((items or {}).items())
+        self._values: dict[str, AxisValue] = dict(items or {})  # lookups; _items: hashing and order
+        self._items: tuple[tuple[str, AxisValue], ...] = tuple(self._values.items())
         self._hash = hash(self._items)
 
     def __getitem__(self, axis: str) -> AxisValue:
-        for name, value in self._items:
-            if name == axis:
-                return value
-        raise KeyError(axis)
+        return self._values[axis]
+
+    def __contains__(self, axis: object) -> bool:
+        return axis in self._values
 
     def __iter__(self) -> Iterator[str]:
-        return (name for name, _ in self._items)
+        return iter(self._values)
+
+    def pairs(self) -> tuple[tuple[str, AxisValue], ...]:
+        """(axis, value) in axis order: ``items()`` without the Mapping view's lookups."""
+        return self._items
 
     def __len__(self) -> int:
         return len(self._items)

@@ -68,29 +68,47 @@ def properties(variant: Variant, catalog: Catalog) -> dict[str, list[str]]:
     return out
 
 
-def variant_from_properties(features: Mapping[str, Any], catalog: Catalog) -> Variant:
-    """The inverse of ``properties``; anything off is an InputError."""
+FeatureMemo = dict[tuple[str, str], tuple[tuple[str, AxisValue], ...]]
+"""(feature, value text) -> the axis values it sets: shared by the variants of one catalog."""
+
+
+def variant_from_properties(features: Mapping[str, Any], catalog: Catalog, memo: FeatureMemo | None = None) -> Variant:
+    """The inverse of ``properties``; anything off is an InputError.
+
+    An index's variants repeat a few feature values thousands of times: a
+    caller reading many may pass a ``memo`` so each is parsed once.
+    """
     values: dict[str, AxisValue] = {}
     for feature, raw in features.items():
         if not isinstance(raw, list) or len(raw) != 1 or not isinstance(raw[0], str):
             raise InputError(f"feature {feature!r} must have exactly one value, got {raw!r}")
-        text = raw[0]
-        if feature == GPU_FEATURE:
-            match = _CUDA_VALUE.fullmatch(text)
-            if not match:
-                raise InputError(f"feature 'cuda': {text!r} is not cu<line>_sm<arch>[_sm<arch>...]")
-            values["cuda"] = catalog.parse_value("cuda", match.group(1))
-            values["cuda_arch"] = catalog.parse_value("cuda_arch", match.group(2)[3:].split("_sm"))
-        elif feature in ("cuda", "cuda_arch") or feature not in catalog.axes:
-            raise InputError(f"unknown feature {feature!r}; features: {', '.join(sorted(_features(catalog)))}")
-        elif catalog.axes[feature].kind == "multi":
-            values[feature] = catalog.parse_value(feature, text.split("_"))
-        else:
-            values[feature] = catalog.parse_value(feature, text)
+        parsed = None if memo is None else memo.get((feature, raw[0]))
+        if parsed is None:
+            parsed = _feature_values(feature, raw[0], catalog)
+            if memo is not None:
+                memo[feature, raw[0]] = parsed
+        values.update(parsed)
     if "cuda" in catalog.axes and "cuda" not in values:  # a CPU-only build lacks the feature
         values["cuda"] = catalog.parse_value("cuda", "none")
         values["cuda_arch"] = catalog.parse_value("cuda_arch", "none")
     return catalog.make_variant(values)
+
+
+def _feature_values(feature: str, text: str, catalog: Catalog) -> tuple[tuple[str, AxisValue], ...]:
+    """The axis values one feature's value sets (the GPU feature sets two)."""
+    if feature == GPU_FEATURE:
+        match = _CUDA_VALUE.fullmatch(text)
+        if not match:
+            raise InputError(f"feature 'cuda': {text!r} is not cu<line>_sm<arch>[_sm<arch>...]")
+        return (
+            ("cuda", catalog.parse_value("cuda", match.group(1))),
+            ("cuda_arch", catalog.parse_value("cuda_arch", match.group(2)[3:].split("_sm"))),
+        )
+    if feature in ("cuda", "cuda_arch") or feature not in catalog.axes:
+        raise InputError(f"unknown feature {feature!r}; features: {', '.join(sorted(_features(catalog)))}")
+    if catalog.axes[feature].kind == "multi":
+        return ((feature, catalog.parse_value(feature, text.split("_"))),)
+    return ((feature, catalog.parse_value(feature, text)),)
 
 
 def _features(catalog: Catalog) -> list[str]:
@@ -137,8 +155,11 @@ def check_features(features: Any, source: str) -> dict[str, list[str]]:
     return out
 
 
-def variant_of(label: str, namespaces: Any, catalog: Catalog, *, legacy: bool = False) -> Variant:
-    """The catalog variant one ``variants`` entry describes (current or legacy shape)."""
+def variant_of(
+    label: str, namespaces: Any, catalog: Catalog, *, legacy: bool = False, memo: FeatureMemo | None = None
+) -> Variant:
+    """The catalog variant one ``variants`` entry describes (current or legacy shape); ``memo``: see
+    ``variant_from_properties``."""
     if not isinstance(namespaces, dict) or catalog.namespace not in namespaces:
         raise InputError(f"variant {label!r} has no {catalog.namespace!r} namespace")
     features = check_features(namespaces[catalog.namespace], f"namespace {catalog.namespace!r}")
@@ -147,7 +168,7 @@ def variant_of(label: str, namespaces: Any, catalog: Catalog, *, legacy: bool = 
             return catalog.make_variant(
                 catalog.parse_assignments({k: v if isinstance(v, list) else [v] for k, v in features.items()})
             )
-        return variant_from_properties(features, catalog)
+        return variant_from_properties(features, catalog, memo)
     except InputError as exc:
         raise InputError(f"variant {label!r}: {exc}") from None
 

@@ -33,23 +33,28 @@ class WheelName(NamedTuple):
         ]
 
 
-def parse_wheel_name(filename: str) -> WheelName:
-    """Parse a standard or labelled wheel name; anything else is an InputError."""
+def split_wheel_name(filename: str) -> tuple[str, str, str | None, str, str, str, str | None] | None:
+    """WheelName's fields as a plain tuple, None for anything else: the cheap form for an index's every file."""
     if not filename.endswith(".whl"):
-        raise InputError(f"{filename!r} is not a wheel file name")
+        return None
     parts = filename[:-4].split("-")
     label = None
     labelled_six = len(parts) == 6 and not parts[2][:1].isdigit()  # else the sixth part is a build tag
     if (labelled_six or len(parts) == 7) and _LABEL.fullmatch(parts[-1]):
         label = parts.pop()
     if len(parts) == 5:
-        name, version, python, abi, platform = parts
-        build = None
-    elif len(parts) == 6:
-        name, version, build, python, abi, platform = parts
-    else:
+        return parts[0], parts[1], None, parts[2], parts[3], parts[4], label
+    if len(parts) == 6:
+        return parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], label
+    return None
+
+
+def parse_wheel_name(filename: str) -> WheelName:
+    """Parse a standard or labelled wheel name; anything else is an InputError."""
+    fields = split_wheel_name(filename)
+    if fields is None:
         raise InputError(f"{filename!r} is not a wheel file name")
-    return WheelName(name, version, build, python, abi, platform, label)
+    return WheelName(*fields)
 
 
 def standard_filename(filename: str) -> str:

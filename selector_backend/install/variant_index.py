@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import Catalog
 from selector_backend.engine.variant import Variant
-from selector_backend.engine.wheelname import WheelName, parse_wheel_name
+from selector_backend.engine.wheelname import WheelName, parse_wheel_name, split_wheel_name
 from selector_backend.errors import ExternalError, InputError, IntegrityError
 from selector_backend.install import fetch
 
@@ -113,6 +113,35 @@ def _json_file_entry(item: Any, index: int, page_url: str) -> IndexFile:
     return IndexFile(filename, _join(page_url, url), sha)
 
 
+_NO_HASHES: dict[str, Any] = {}
+_SHA256_LINES = re.compile(r"(?:[0-9a-fA-F]{64}\n)*")
+_PLAIN_NAME_LINES = re.compile(r"[A-Za-z0-9_.+!-]+(?:\n[A-Za-z0-9_.+!-]+)*")
+
+
+def _json_files(items: list[Any], page_url: str) -> list[IndexFile] | None:
+    """``_json_file_entry`` for every entry at once, each check a pass over the whole page; None
+    when any fails (then the entry-by-entry check names it). Links that are bare file names
+    beside the page (what publishers write) are joined without urljoin."""
+    if not items or set(map(type, items)) != {dict}:
+        return None
+    names = [item.get("filename") for item in items]
+    hrefs = [item.get("url") for item in items]
+    hashes = [item.get("hashes", _NO_HASHES) for item in items]
+    if set(map(type, names)) != {str} or set(map(type, hrefs)) != {str} or "" in names or "" in hrefs:
+        return None
+    if set(map(type, hashes)) != {dict}:
+        return None
+    shas = [h.get("sha256") for h in hashes]
+    given = [sha for sha in shas if sha is not None]
+    if given and not (set(map(type, given)) == {str} and _SHA256_LINES.fullmatch("\n".join(given) + "\n")):
+        return None
+    if page_url.endswith("/") and _PLAIN_NAME_LINES.fullmatch("\n".join(hrefs)) and {".", ".."}.isdisjoint(hrefs):
+        urls = [page_url + href for href in hrefs]
+    else:
+        urls = [_join(page_url, href) for href in hrefs]
+    return list(map(IndexFile._make, zip(names, urls, shas, strict=True)))
+
+
 def _is_sha256(value: Any) -> bool:
     return isinstance(value, str) and re.fullmatch(r"[0-9a-fA-F]{64}", value) is not None
 
@@ -126,7 +155,7 @@ def parse_project_page(kind: str, body: bytes, page_url: str) -> list[IndexFile]
         items = data.get("files") if isinstance(data, dict) else None
         if not isinstance(items, list):
             raise ExternalError(f"{page_url}: malformed PEP 691 page ('files' is not a list)")
-        return [_json_file_entry(item, i, page_url) for i, item in enumerate(items)]
+        return _json_files(items, page_url) or [_json_file_entry(item, i, page_url) for i, item in enumerate(items)]
     files: list[IndexFile] = []
     parser = _Anchors()
     try:
@@ -144,13 +173,40 @@ def parse_project_page(kind: str, body: bytes, page_url: str) -> list[IndexFile]
 
 def _variants_document(raw: bytes, url: str) -> tuple[bool, dict[str, dict[str, Any]]]:
     """(legacy shape?, label -> namespace -> features) of a ``*-variants.json``, every level's type checked."""
-    from selector_backend.engine.variant_json import check_features
     from selector_backend.files.safeparse import loads
 
     data = loads(raw, f"{url}: variants file", ExternalError)
     variants = data.get("variants") if isinstance(data, dict) else None
     if not isinstance(variants, dict):
         raise ExternalError(f"{url}: malformed variants file ('variants' is not an object)")
+    out = variants if _well_typed(variants) else _checked_variants(variants, url)
+    try:  # after the entries' types: a malformed entry is named before a missing schema
+        legacy = variant_json.is_legacy(data)
+    except InputError as exc:
+        raise ExternalError(f"{url}: {exc}") from None
+    return legacy, out
+
+
+def _well_typed(variants: dict[str, Any]) -> bool:
+    """Every label maps namespaces to features whose values are a string or a list of strings
+    (``check_features``), checked in one pass; False sends the document to the entry-by-entry check."""
+    try:
+        kinds = {
+            type(value)
+            for namespaces in variants.values()
+            for features in namespaces.values()
+            for values in features.values()
+            for value in (values if type(values) is list else (values,))
+        }
+    except AttributeError:  # a level that is not an object
+        return False
+    return kinds <= {str}
+
+
+def _checked_variants(variants: dict[str, Any], url: str) -> dict[str, dict[str, Any]]:
+    """The entry-by-entry check: the first malformed entry is named."""
+    from selector_backend.engine.variant_json import check_features
+
     out: dict[str, dict[str, Any]] = {}
     for label, namespaces in variants.items():
         if not isinstance(namespaces, dict):
@@ -161,11 +217,7 @@ def _variants_document(raw: bytes, url: str) -> tuple[bool, dict[str, dict[str, 
             except InputError as exc:
                 raise ExternalError(str(exc)) from None
         out[label] = namespaces
-    try:  # after the entries' types: a malformed entry is named before a missing schema
-        legacy = variant_json.is_legacy(data)
-    except InputError as exc:
-        raise ExternalError(f"{url}: {exc}") from None
-    return legacy, out
+    return out
 
 
 def _variants_maps(
@@ -174,6 +226,8 @@ def _variants_maps(
     """version -> (legacy shape?, {label: properties}) from every ``*-variants.json`` listed (links checked first)."""
     out: dict[str, tuple[bool, dict[str, Any]]] = {}
     for item in files:
+        if not item.filename.endswith("-variants.json"):
+            continue
         match = re.fullmatch(r"(.+?)-([^-]+)-variants\.json", item.filename)
         if not match or normalize_project(match.group(1)) != normalize_project(catalog.name):
             continue
@@ -187,59 +241,100 @@ def _variants_maps(
     return out
 
 
-def read_index(
+class IndexGroup(NamedTuple):
+    """The wheels of one variant of one release, in listing order.
+
+    ``files`` holds ``(position, filename, url, sha256, tag)`` with the wheel's
+    place among the page's files and its ``python-abi-platform`` tag: plain
+    tuples, since an index has thousands.
+    """
+
+    version: str
+    label: str
+    variant: Variant
+    files: list[tuple[int, str, str, str, str]]
+
+
+def read_index_groups(
     location: str, catalog: Catalog, *, allowed_origins: tuple[str, ...] = (), **options: Any
-) -> Iterator[IndexEntry]:
-    """The variant wheels of ``catalog.name`` on the index at ``location``.
+) -> list[IndexGroup]:
+    """The variant wheels of ``catalog.name`` on the index at ``location``, one group per
+    (version, label) in order of first listing.
 
     ``options`` are passed to ``fetch.get_bytes`` (offline, timeout, retries).
     Every link must stay on the index's origin (or ``allowed_origins``):
-    ``fetch.check_link``.
+    ``fetch.check_link``. A wheel is dropped on string checks of its name
+    (another project, no label, a version or label the variants file does
+    not define) before anything is built for it; each label's variant is
+    parsed once.
     """
     url = project_url(location, catalog.name)
     kind, body = _page(url, options)
     files = parse_project_page(kind, body, url)
     maps = _variants_maps(files, catalog, options, lambda link: fetch.check_link(url, link, allowed_origins))
     project = normalize_project(catalog.name)
-    parsed: dict[tuple[str, str], Variant] = {}  # (version, label) -> variant: parsed once, shared by its wheels
+    ours: dict[str, bool] = {}  # a wheel name's spelling -> is it this project
+    groups: dict[tuple[str, str], IndexGroup] = {}
+    unknown: set[tuple[str, str]] = set()  # (version, label) the variants files do not define
+    memo: variant_json.FeatureMemo = {}
     # check_link's verdict depends on the link's scheme and host alone, both inside its first three
-    # '/'-separated parts; a part already let through is not parsed again for each of its wheels
+    # '/'-separated parts; links under the page's own URL share the page's, checked once
     allowed: set[tuple[str, ...]] = set()
-    for item in files:
-        if not item.filename.endswith(".whl"):
+    for position, (filename, link, sha256) in enumerate(files):
+        fields = split_wheel_name(filename)
+        if fields is None:
             continue
-        try:
-            wheel = parse_wheel_name(item.filename)
-        except InputError:
+        name, version, _, python, abi, platform, label = fields
+        if label is None:
             continue
-        if wheel.label is None or normalize_project(wheel.name) != project:
+        mine = ours.get(name)
+        if mine is None:
+            mine = ours[name] = normalize_project(name) == project
+        if not mine:
             continue
-        key = (wheel.version, wheel.label)
-        variant = parsed.get(key)
-        if variant is None:
-            legacy, labels = maps.get(wheel.version, (False, {}))
-            props = labels.get(wheel.label)
-            if props is None:
+        key = (version, label)
+        group = groups.get(key)
+        if group is None:
+            if key in unknown:
                 continue
-            variant = parsed[key] = _variant_of(props, wheel.label, catalog, url, legacy)
-        if not item.sha256:
+            legacy, labels = maps.get(version, (False, {}))
+            props = labels.get(label)
+            if props is None:
+                unknown.add(key)
+                continue
+            group = groups[key] = IndexGroup(version, label, _variant_of(props, label, catalog, url, legacy, memo), [])
+        if not sha256:
             from selector_backend.install.console import warn
 
             warn(
-                f"{fetch.shown(item.filename)}: the index gives no sha256 for this wheel; "
+                f"{fetch.shown(filename)}: the index gives no sha256 for this wheel; "
                 "skipping it (the others are still used)"
             )
             continue
-        where = tuple(item.url.split("/", 3)[:3])
+        where = ("page",) if link.startswith(url) else tuple(link.split("/", 3)[:3])
         if where not in allowed:
-            fetch.check_link(url, item.url, allowed_origins)  # raises for a link the index may not send us to
+            fetch.check_link(url, link, allowed_origins)  # raises for a link the index may not send us to
             allowed.add(where)
-        yield IndexEntry(item.filename, item.url, item.sha256.lower(), wheel.label, variant, wheel)
+        group.files.append((position, filename, link, sha256.lower(), f"{python}-{abi}-{platform}"))
+    return [group for group in groups.values() if group.files]
 
 
-def _variant_of(props: Any, label: str, catalog: Catalog, url: str, legacy: bool) -> Variant:
+def read_index(
+    location: str, catalog: Catalog, *, allowed_origins: tuple[str, ...] = (), **options: Any
+) -> Iterator[IndexEntry]:
+    """The variant wheels of ``catalog.name`` on the index at ``location``, one entry per wheel
+    in listing order (``read_index_groups`` does the reading)."""
+    groups = read_index_groups(location, catalog, allowed_origins=allowed_origins, **options)
+    wheels = sorted((file, group) for group in groups for file in group.files)
+    for (_, filename, link, sha256, _), group in wheels:
+        yield IndexEntry(filename, link, sha256, group.label, group.variant, parse_wheel_name(filename))
+
+
+def _variant_of(
+    props: Any, label: str, catalog: Catalog, url: str, legacy: bool, memo: variant_json.FeatureMemo
+) -> Variant:
     """The variant a variants.json entry describes (one label's properties, current or v0.0.3 shape)."""
     try:
-        return variant_json.variant_of(label, props, catalog, legacy=legacy)
+        return variant_json.variant_of(label, props, catalog, legacy=legacy, memo=memo)
     except InputError as exc:
         raise ExternalError(f"{url}: {exc}") from None
