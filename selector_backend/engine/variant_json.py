@@ -148,6 +148,9 @@ def check_features(features: Any, source: str) -> dict[str, list[str]]:
         raise InputError(f"{source}: must map features to value lists")
     out: dict[str, list[str]] = {}
     for key, value in features.items():
+        if type(value) is list and len(value) == 1 and type(value[0]) is str:  # the usual shape, at index scale
+            out[key] = value
+            continue
         values = [value] if isinstance(value, str) else value
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             raise InputError(f"{source}: feature {key!r} must be a string or a list of strings, not {value!r:.80}")

@@ -26,24 +26,22 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import http.client
-import ipaddress
+import io
 import math
 import os
-import shutil
-import socket
 import stat
-import tempfile
-import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from selector_backend.errors import ExternalError, InputError, IntegrityError
+
+if TYPE_CHECKING:  # the HTTP client is imported where a request is made: a file:// index never loads it
+    import http.client
+    import socket
+    import urllib.request
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_DOWNLOAD_TIMEOUT = 600.0
@@ -66,6 +64,8 @@ def is_loopback(host: str | None) -> bool:
         return False
     if host == "localhost":
         return True
+    import ipaddress
+
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
@@ -80,7 +80,7 @@ def normalize_location(location: str) -> str:
     except ValueError as exc:
         raise InputError(f"index {location!r}: not a valid URL ({exc})") from None
     if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt"):
-        path = Path(urllib.request.url2pathname(parsed.path) if parsed.scheme == "file" else location)
+        path = Path(url2pathname(parsed.path) if parsed.scheme == "file" else location)
         return path.resolve().as_uri()
     if parsed.scheme == "https":
         return location
@@ -89,6 +89,15 @@ def normalize_location(location: str) -> str:
             return location
         raise InputError(f"index {location}: plain http is allowed only on loopback; use https://")
     raise InputError(f"index {location}: unsupported scheme {parsed.scheme!r}; use https://, file:// or a path")
+
+
+def url2pathname(path: str) -> str:
+    """``urllib.request.url2pathname`` without importing urllib.request (and with it http.client and ssl)."""
+    if os.name == "nt":
+        from nturl2path import url2pathname as nt_url2pathname
+
+        return nt_url2pathname(path)
+    return urllib.parse.unquote(path)
 
 
 def origin(url: str) -> tuple[str, str | None, int | None]:
@@ -160,6 +169,8 @@ class _Exchange:
     """
 
     def __init__(self, seconds: float) -> None:
+        import threading
+
         self.seconds = seconds
         self.end = time.monotonic() + seconds
         self.expired = False
@@ -209,35 +220,38 @@ class _Exchange:
 
 def _shutdown(sock: socket.socket) -> None:
     # socket.socket.shutdown, not SSLSocket.shutdown: only the OS-level effect, safe from another thread
+    import socket
+
     with contextlib.suppress(OSError):
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
-class _NoForeignRedirects(urllib.request.HTTPRedirectHandler):
-    max_redirections = 5
-
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
-        if not same_origin(req.full_url, newurl):
-            raise ExternalError(f"{req.full_url} redirects to another origin ({shown(newurl)!r}); refusing")
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-
 def _opener(exchange: _Exchange) -> urllib.request.OpenerDirector:
     """An opener whose connections all belong to ``exchange`` (proxies from the environment still apply)."""
+    from http.client import HTTPConnection, HTTPSConnection
+    from urllib.request import HTTPHandler, HTTPRedirectHandler, HTTPSHandler, build_opener
 
-    class HTTP(urllib.request.HTTPHandler):
+    class NoForeignRedirects(HTTPRedirectHandler):
+        max_redirections = 5
+
+        def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+            if not same_origin(req.full_url, newurl):
+                raise ExternalError(f"{req.full_url} redirects to another origin ({shown(newurl)!r}); refusing")
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    class HTTP(HTTPHandler):
         def http_open(self, req: Any) -> Any:
-            return self.do_open(exchange.connection(http.client.HTTPConnection), req)
+            return self.do_open(exchange.connection(HTTPConnection), req)
 
-    class HTTPS(urllib.request.HTTPSHandler):
+    class HTTPS(HTTPSHandler):
         def https_open(self, req: Any) -> Any:
             return self.do_open(
-                exchange.connection(http.client.HTTPSConnection),
+                exchange.connection(HTTPSConnection),
                 req,
                 context=self._context,  # type: ignore[attr-defined]
             )
 
-    return urllib.request.build_opener(HTTP(), HTTPS(), _NoForeignRedirects())
+    return build_opener(HTTP(), HTTPS(), NoForeignRedirects())
 
 
 # ------------------------------------------------------------------ GET with retries
@@ -322,8 +336,12 @@ def fetch_to(
     url = normalize_location(url) if "://" not in url else url
     scheme = urllib.parse.urlparse(url).scheme
     if scheme == "file":
-        _read_local(Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path)), out, url, max_bytes)
+        _read_local(Path(url2pathname(urllib.parse.urlparse(url).path)), out, url, max_bytes)
         return
+    from http.client import HTTPException
+    from urllib.error import HTTPError, URLError
+    from urllib.request import Request
+
     normalize_location(url)  # policy check for http(s)
     if offline:
         raise ExternalError(f"{shown(url)}: offline mode allows only the cache and file/directory indexes")
@@ -338,16 +356,16 @@ def fetch_to(
         out.truncate()
         with _Exchange(deadline) as exchange:
             try:
-                request = urllib.request.Request(url, headers=headers)
+                request = Request(url, headers=headers)
                 with _opener(exchange).open(request, timeout=timeout) as response:
                     _read_bounded(response, out, url, max_bytes, exchange)
                     return
-            except urllib.error.HTTPError as exc:
+            except HTTPError as exc:
                 exc.close()
                 if exc.code < 500 and exc.code not in (408, 429):
                     raise ExternalError(f"{shown(url)}: HTTP {exc.code} {shown(exc.reason)}") from None
                 last = f"HTTP {exc.code}"
-            except (urllib.error.URLError, http.client.HTTPException, _Retryable, OSError, ValueError) as exc:
+            except (URLError, HTTPException, _Retryable, OSError, ValueError) as exc:
                 reason = getattr(exc, "reason", exc)
                 last = f"{type(exc).__name__}: {shown(reason) or 'connection closed'}"
             if exchange.expired:
@@ -356,10 +374,10 @@ def fetch_to(
 
 
 def get_bytes(url: str, **kwargs: Any) -> bytes:
-    with tempfile.TemporaryFile() as buffer:
-        fetch_to(url, buffer, **kwargs)
-        buffer.seek(0)
-        return buffer.read()
+    """The whole answer in memory (pages and variants files; bounded by ``max_bytes``)."""
+    buffer = io.BytesIO()
+    fetch_to(url, buffer, **kwargs)
+    return buffer.getvalue()
 
 
 # ------------------------------------------------------------------ verified cache
@@ -480,6 +498,8 @@ def _download_locked(
         for stale in final.parent.glob(f"{PART_PREFIX}*{PART_SUFFIX}") if final.parent.is_dir() else ():
             stale.unlink(missing_ok=True)  # a killed download of this very file (we hold its lock)
         final.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile
+
         fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=PART_PREFIX, suffix=PART_SUFFIX)
     except OSError as exc:
         raise _cache_error(cache_dir, exc) from None
@@ -519,6 +539,9 @@ def _download_locked(
 
 def copy_verified(source: Path, sha256: str, dest: Path) -> Path:
     """Copy a verified file to ``dest`` atomically, re-checking the hash of what was copied."""
+    import shutil
+    import tempfile
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
     os.close(fd)

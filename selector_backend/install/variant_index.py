@@ -15,7 +15,6 @@ retries, size bounds).
 
 from __future__ import annotations
 
-import html.parser
 import re
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -46,18 +45,6 @@ class IndexEntry(NamedTuple):
     label: str
     variant: Variant
     wheel: WheelName
-
-
-class _Anchors(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            href = dict(attrs).get("href")
-            if href:
-                self.hrefs.append(href)
 
 
 def normalize_project(name: str) -> str:
@@ -157,18 +144,37 @@ def parse_project_page(kind: str, body: bytes, page_url: str) -> list[IndexFile]
             raise ExternalError(f"{page_url}: malformed PEP 691 page ('files' is not a list)")
         return _json_files(items, page_url) or [_json_file_entry(item, i, page_url) for i, item in enumerate(items)]
     files: list[IndexFile] = []
-    parser = _Anchors()
     try:
-        parser.feed(body.decode("utf-8", errors="replace"))
-        parser.close()
+        hrefs = _anchors(body.decode("utf-8", errors="replace"))
     except (ValueError, AssertionError, RecursionError) as exc:  # html.parser's own complaints
         raise ExternalError(f"{page_url}: malformed PEP 503 page ({exc})") from None
-    for href in parser.hrefs:
+    for href in hrefs:
         url, _, fragment = _join(page_url, href).partition("#")
         filename = urllib.parse.unquote(url.rstrip("/").rsplit("/", 1)[-1])
         sha = fragment[len("sha256=") :] if fragment.startswith("sha256=") else None
         files.append(IndexFile(filename, url, sha if _is_sha256(sha) else None))
     return files
+
+
+def _anchors(text: str) -> list[str]:
+    """The ``href`` of every ``<a>`` of a PEP 503 page (html.parser is loaded for HTML pages only)."""
+    import html.parser
+
+    class Anchors(html.parser.HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hrefs: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "a":
+                href = dict(attrs).get("href")
+                if href:
+                    self.hrefs.append(href)
+
+    parser = Anchors()
+    parser.feed(text)
+    parser.close()
+    return parser.hrefs
 
 
 def _variants_document(raw: bytes, url: str) -> tuple[bool, dict[str, dict[str, Any]]]:

@@ -57,8 +57,11 @@ def run(args: argparse.Namespace) -> int:
             "what pip will install; pass --index-url URL (the index pip uses) to check that"
         )
     if args.json:
-        # indented for a person at a terminal; compact (and several times faster) for a program
-        print(json.dumps(resolution.to_json(), indent=2 if sys.stdout.isatty() else None))
+        # indented for a person at a terminal; compact, from shared parts (several times faster), for a program
+        if sys.stdout.isatty():
+            print(json.dumps(resolution.to_json(), indent=2))
+        else:
+            sys.stdout.write(resolution.to_json_text() + "\n")
     elif args.explain:
         print_explain(resolution, None if args.all else EXPLAIN_TOP)
     else:
