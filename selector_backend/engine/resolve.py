@@ -7,8 +7,7 @@ would a source build target" from the same rules.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -151,72 +150,90 @@ class Resolution(NamedTuple):
 
 
 class _JsonText:
-    """Resolution.to_json_text's encoder: what candidates share is encoded once (keyed by identity)."""
+    """Resolution.to_json_text's encoder: what candidates share is encoded once.
+
+    Shared things are memoised by identity, each memo entry holding the
+    object so its id stays taken. A wheel of an index costs one template
+    fill: its own string fields encoded, the rest (variant, source, the
+    candidate's fields, the reasons of its verdict and wheel tag) looked up.
+    """
 
     def __init__(self) -> None:
         import json
 
-        self.dumps = functools.partial(json.dumps, separators=(",", ":"))
+        self.dumps = json.JSONEncoder(separators=(",", ":")).encode  # one encoder: json.dumps builds one a call
         self.string = json.encoder.encode_basestring_ascii  # what json.dumps uses for a str
         self.variants: dict[Variant, str] = {}
-        self.shared: dict[int, tuple[Any, Any]] = {}  # id(object) -> (object, its text); the object keeps the id taken
+        self.shared: dict[Any, tuple[Any, ...]] = {}
 
     def resolution(self, res: Resolution) -> str:
-        head = self.dumps({"source_build": None, "selector": str(res.selector), "notes": list(res.notes)})
+        build = None
         if res.source_build is not None:
-            source = {"variant": res.source_build.to_json(), "spec": format_variant(res.source_build)}
-            head = self.dumps({"source_build": source, "selector": str(res.selector), "notes": list(res.notes)})
+            build = {"variant": res.source_build.to_json(), "spec": format_variant(res.source_build)}
+        tail = self.dumps({"source_build": build, "selector": str(res.selector), "notes": list(res.notes)})
         candidates = [self.ranked(r) for r in res.candidates]
-        selected = "null" if res.selected is None else self.ranked(res.selected)
-        return f'{{"selected":{selected},"candidates":[{",".join(candidates)}],{head[1:]}'
+        selected = "null" if res.selected is None else candidates[0]
+        return f'{{"selected":{selected},"candidates":[{",".join(candidates)}],{tail[1:]}'
 
     def ranked(self, r: Ranked) -> str:
         cand, file = r._candidate, r._file
+        flag = "true" if r.compatible else "false"
+        if file is None:
+            head, fields = self._candidate(cand)[1:]
+            return f'{head}{fields}"compatible":{flag},"reasons":[{self._reasons(r._findings, ())}]}}'
+        keys = tuple(file.extra)
+        template = self.shared.get((id(cand), keys))
+        if template is None:
+            template = self.shared[id(cand), keys] = (cand, self._file_template(cand, keys))
+        reasons = self._reasons(r._findings, file.findings)
+        if template[1] is not None:
+            try:
+                return str(template[1] % (*map(self.string, file.extra.values()), flag, reasons))
+            except TypeError:  # a field that is not a string
+                pass
+        return str(self.dumps(r.to_json()))
+
+    def _candidate(self, cand: Candidate) -> tuple[Any, ...]:
+        """(cand, ``{"variant":...,"source":...,``, its extra fields each followed by a comma)."""
         got = self.shared.get(id(cand))
         if got is None:
-            got = self.shared[id(cand)] = (cand, self._candidate_text(cand))
-        variant, source, extra = got[1]
-        if file is None:
-            reasons = self._reasons(r._findings, ())
-        elif file.extra.keys().isdisjoint(cand.extra):
-            extra = self._pairs(file.extra) + extra
-            reasons = self._reasons(r._findings, file.findings)
-        else:  # a file field that the candidate's extra overrides: the plain way
-            return str(self.dumps(r.to_json()))
-        flag = "true" if r.compatible else "false"
-        return f'{{"variant":{variant},"source":{source},{extra}"compatible":{flag},"reasons":[{reasons}]}}'
+            variant = self.variants.get(cand.variant)
+            if variant is None:
+                variant = self.variants[cand.variant] = self.dumps(cand.variant.to_json())
+            head = f'{{"variant":{variant},"source":{self.string(cand.source)},'
+            fields = "".join(f"{self.string(k)}:{self.dumps(v)}," for k, v in cand.extra.items())
+            got = self.shared[id(cand)] = (cand, head, fields)
+        return got
 
-    def _once(self, thing: Any, encode: Callable[[Any], Any]) -> Any:
-        got = self.shared.get(id(thing))
-        if got is None:
-            got = self.shared[id(thing)] = (thing, encode(thing))
-        return got[1]
-
-    def _candidate_text(self, cand: Candidate) -> tuple[str, str, str]:
-        """The encoded variant, source, and extra fields (each followed by a comma) of a candidate."""
-        variant = self.variants.get(cand.variant)
-        if variant is None:
-            variant = self.variants[cand.variant] = self.dumps(cand.variant.to_json())
-        return variant, self.string(cand.source), self._pairs(cand.extra)
-
-    def _pairs(self, extra: Mapping[str, Any]) -> str:
-        string = self.string
-        return "".join([f"{string(k)}:{string(v) if type(v) is str else self.dumps(v)}," for k, v in extra.items()])
+    def _file_template(self, cand: Candidate, keys: tuple[str, ...]) -> str | None:
+        """A %-template of a file's object with these fields, or None where cand.extra overrides one."""
+        if not cand.extra.keys().isdisjoint(keys):
+            return None
+        head, fields = (text.replace("%", "%%") for text in self._candidate(cand)[1:])
+        own = "".join(f"{self.string(k).replace('%', '%%')}:%s," for k in keys)
+        return f'{head}{own}{fields}"compatible":%s,"reasons":[%s]}}'
 
     def _reasons(self, findings: tuple[Finding, ...], more: tuple[Finding, ...]) -> str:
         """The encoded reasons (Ranked.reasons): failures of both, then the rest of both."""
-        fail_a, ok_a = self._once(findings, self._split)
+        first = self._split(findings)
         if not more:
-            return f"{fail_a},{ok_a}" if fail_a and ok_a else fail_a or ok_a
-        fail_b, ok_b = self._once(more, self._split)
-        return ",".join([part for part in (fail_a, fail_b, ok_a, ok_b) if part])
+            return str(first[3])
+        second = self._split(more)
+        return ",".join([part for part in (first[1], second[1], first[2], second[2]) if part])
 
-    def _split(self, findings: tuple[Finding, ...]) -> tuple[str, str]:
-        """(encoded failures, encoded supporting facts), each comma-separated."""
-        string = self.string
-        return ",".join([string(f.reason) for f in findings if not f.ok]), ",".join(
-            [string(f.reason) for f in findings if f.ok]
-        )
+    def _split(self, findings: tuple[Finding, ...]) -> tuple[Any, ...]:
+        """(findings, encoded failures, encoded supporting facts, both), each comma-separated."""
+        got = self.shared.get(id(findings))
+        if got is None:
+            fails = ",".join([self.string(f.reason) for f in findings if not f.ok])
+            oks = ",".join([self.string(f.reason) for f in findings if f.ok])
+            got = self.shared[id(findings)] = (
+                findings,
+                fails,
+                oks,
+                f"{fails},{oks}" if fails and oks else fails or oks,
+            )
+        return got
 
 
 def evaluate(candidate: Candidate, catalog: Catalog, host: HostProfile, selector: Selector) -> list[Finding]:

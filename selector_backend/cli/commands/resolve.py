@@ -38,6 +38,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import gc
+
+    # Reading an index allocates tens of thousands of objects that live to the end of this one-shot
+    # command: the cycle collector would walk them again and again and find nothing to free.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(args)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _run(args: argparse.Namespace) -> int:
     from selector_backend.engine.select import Sources, select
     from selector_backend.engine.sources import catalog_matrix, index_candidates
     from selector_backend.errors import NothingFitsError
