@@ -8,14 +8,16 @@ from SelectorError print one line and exit with their documented code.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from selector_backend.errors import EXIT_INTERNAL, SelectorError
+
+if TYPE_CHECKING:  # argparse is imported when a command line needs it (not for a plain `resolve --json`)
+    import argparse
 
 # Order is the order of `hvd-selector --help`.
 COMMAND_MODULES = (
@@ -57,18 +59,19 @@ def _version() -> str:
         return f"{load_catalog().version} (source checkout)"
 
 
-class _VersionAction(argparse.Action):
-    """--version, looked up only when asked (cold start stays cheap)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        print(f"{PROG} {_version()}")
-        parser.exit(0)
-
-
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    import argparse
+
+    class VersionAction(argparse.Action):
+        """--version, looked up only when asked (cold start stays cheap)."""
+
+        def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+            super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+        def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+            print(f"{PROG} {_version()}")
+            parser.exit(0)
+
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Detect this machine, pick the matching build of the hvd-selector collective "
@@ -76,7 +79,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 2 bad input, 3 nothing fits (with --require-prebuilt), "
         "4 an outside failure (network, hash, toolchain). See docs/reference/cli.md.",
     )
-    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
+    parser.add_argument("--version", action=VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _load_commands(only):
         command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
@@ -85,14 +88,28 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _fast_args(argv: list[str]) -> Any:
+    """The parsed arguments of a command line its command parses without argparse (``fast_args``), else None."""
+    if not argv or argv[0] != "resolve":
+        return None
+    from types import SimpleNamespace
+
+    from selector_backend.cli.commands import resolve
+
+    options = resolve.fast_args(argv[1:])
+    return None if options is None else SimpleNamespace(command="resolve", version=None, _run=resolve.run, **options)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    first = argv[0] if argv and not argv[0].startswith("-") else None
-    parser = build_parser(first)
-    args = parser.parse_args(argv)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return 2
+    args = _fast_args(argv)
+    if args is None:
+        first = argv[0] if argv and not argv[0].startswith("-") else None
+        parser = build_parser(first)
+        args = parser.parse_args(argv)
+        if not getattr(args, "_run", None):
+            parser.print_help()
+            return 2
     try:
         return int(args._run(args))
     except SelectorError as exc:

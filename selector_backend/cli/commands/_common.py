@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import argparse
+
     from selector_backend.engine.catalog import Catalog
     from selector_backend.engine.select import Selection
     from selector_backend.settings import Settings

@@ -2,19 +2,44 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from selector_backend.cli.commands._common import add_resolution_arguments, catalog_from_args, settings_from_args
 
 if TYPE_CHECKING:
+    import argparse
+
     from selector_backend.engine.resolve import Resolution
 
 NAME = "resolve"
 EXPLAIN_TOP = 10
 HELP = "rank the prebuilt variants for this machine (or --host-profile) and select the best"
+
+#: The flags a command line may hold for ``main`` to parse it without argparse (and what argparse would set
+#: for them), with every option's default: ``resolve --json`` is what scripts run, and argparse with its
+#: help formatter costs a cold start more than ranking does. tests/engine/test_cli_fast_path.py checks
+#: these against add_arguments.
+FAST_FLAGS = {"--json": "json", "--explain": "explain", "--all": "all", "--require-prebuilt": "require_prebuilt"}
+FAST_DEFAULTS: dict[str, Any] = {
+    "json": False,
+    "explain": False,
+    "all": False,
+    "require_prebuilt": False,
+    "index_url": None,
+    "host_profile": None,
+    "selector": None,
+    "catalog": None,
+    "config_setting": [],
+}
+
+
+def fast_args(flags: list[str]) -> dict[str, Any] | None:
+    """The parsed options of ``resolve FLAGS`` where argparse is not needed for them; None otherwise."""
+    if len(set(flags)) != len(flags) or not set(flags) <= FAST_FLAGS.keys() or {"--json", "--explain"} <= set(flags):
+        return None  # values, repeats, --help, mistakes and conflicts: argparse says what is wrong
+    return {**FAST_DEFAULTS, "config_setting": [], **{FAST_FLAGS[f]: True for f in flags}}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
