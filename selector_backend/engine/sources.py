@@ -48,7 +48,6 @@ def index_candidates(
         groups = variant_index.read_index_groups(
             url, catalog, allowed_origins=settings.index_file_origins, **settings.fetch_options()
         )
-        size = 0
         for group in groups:
             files = []
             for position, filename, link, sha256, tag in group.files:
@@ -58,6 +57,5 @@ def index_candidates(
                     verdict = verdicts[tag] = ((finding,), rank)
                 extra = {"filename": filename, "url": link, "sha256": sha256}
                 files.append(CandidateFile(extra, verdict[0], number * 10**9 + verdict[1], listed + position))
-                size = max(size, position + 1)
             yield Candidate(group.variant, "index", {"label": group.label, "index": url}, files=tuple(files))
-        listed += size
+        listed += 1 + max((group.files[-1][0] for group in groups), default=-1)
