@@ -44,6 +44,7 @@ def index_candidates(
     ranked_tags = {tag: i for i, tag in enumerate(host_tags(host))}
     verdicts: dict[str, tuple[tuple[Finding, ...], int]] = {}  # one per distinct python-abi-platform tag
     listed = 0  # files of earlier indexes: positions run on across indexes
+    new = tuple.__new__  # CandidateFile(...) without its Python-level __new__, once a wheel
     for number, url in enumerate(urls):
         groups = variant_index.read_index_groups(
             url, catalog, allowed_origins=settings.index_file_origins, **settings.fetch_options()
@@ -56,6 +57,6 @@ def index_candidates(
                     finding, rank = check_wheel_tags(parse_wheel_name(filename), host, ranked_tags)
                     verdict = verdicts[tag] = ((finding,), rank)
                 extra = {"filename": filename, "url": link, "sha256": sha256}
-                files.append(CandidateFile(extra, verdict[0], number * 10**9 + verdict[1], listed + position))
+                files.append(new(CandidateFile, (extra, verdict[0], number * 10**9 + verdict[1], listed + position)))
             yield Candidate(group.variant, "index", {"label": group.label, "index": url}, files=tuple(files))
         listed += 1 + max((group.files[-1][0] for group in groups), default=-1)

@@ -126,7 +126,8 @@ def _json_files(items: list[Any], page_url: str) -> list[IndexFile] | None:
         urls = [page_url + href for href in hrefs]
     else:
         urls = [_join(page_url, href) for href in hrefs]
-    return list(map(IndexFile._make, zip(names, urls, shas, strict=True)))
+    new = tuple.__new__  # IndexFile(...) without its Python-level __new__, ten thousand times
+    return [new(IndexFile, entry) for entry in zip(names, urls, shas, strict=True)]
 
 
 def _is_sha256(value: Any) -> bool:
