@@ -9,10 +9,11 @@ import sys
 from typing import Any
 
 import pytest
-from engine_helpers import ROOT, clean_env
 
 from selector_backend.cli import main as cli_main
 from selector_backend.cli.commands import resolve as resolve_cmd
+
+from .engine_helpers import ROOT, clean_env
 
 
 def argparse_options(argv: list[str]) -> dict[str, Any]:

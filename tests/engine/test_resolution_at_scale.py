@@ -7,11 +7,12 @@ import json
 from typing import Any
 
 import pytest
-from engine_helpers import make_host
 
 from selector_backend.engine import compat
 from selector_backend.engine.policy import parse_selector
 from selector_backend.engine.resolve import Candidate, CandidateFile, resolve
+
+from .engine_helpers import make_host
 
 TAGS = ["cp310", "cp311", "cp312"]  # listed tag-major, as a sorted index page lists them
 
