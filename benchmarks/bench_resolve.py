@@ -208,7 +208,7 @@ from selector_backend.engine.catalog import load_catalog
 from selector_backend.engine.policy import parse_selector
 from selector_backend.engine.resolve import resolve
 from selector_backend.settings import host_profile_for, load_settings
-from selector_backend.engine.sources import index_candidates
+from selector_backend.install.variant_index import index_candidates
 url, rounds = sys.argv[1], int(sys.argv[2])
 resolution = None
 catalog = load_catalog(); settings = load_settings(); host = host_profile_for(settings)

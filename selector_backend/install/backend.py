@@ -182,7 +182,7 @@ def _decide(settings: Settings, editable: bool) -> Plan:
 
     def index(host: HostProfile) -> list[Candidate]:
         """The configured index's wheels; an unreadable index falls back to a source build (unless it must not)."""
-        from selector_backend.engine.sources import index_candidates
+        from selector_backend.install.variant_index import index_candidates
 
         try:
             return list(index_candidates(settings.index_url, catalog, host, settings))

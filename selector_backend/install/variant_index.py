@@ -17,15 +17,21 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import Catalog
+from selector_backend.engine.compat import Finding
+from selector_backend.engine.host import HostProfile
+from selector_backend.engine.resolve import Candidate
 from selector_backend.engine.variant import Variant
 from selector_backend.engine.wheelname import WheelName, parse_wheel_name, split_wheel_name
 from selector_backend.errors import ExternalError, InputError, IntegrityError
 from selector_backend.install import fetch
+
+if TYPE_CHECKING:
+    from selector_backend.settings import Settings
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 
@@ -345,3 +351,36 @@ def _variant_of(
         return variant_json.variant_of(label, props, catalog, legacy=legacy, memo=memo)
     except InputError as exc:
         raise ExternalError(f"{url}: {exc}") from None
+
+
+def index_candidates(
+    urls: Iterable[str], catalog: Catalog, host: HostProfile, settings: Settings
+) -> Iterator[Candidate]:
+    """Every variant of every configured variant index, with its wheels as the candidate's files.
+
+    A wheel's file carries its wheel-tag finding (one per distinct tag) and
+    its order: index order (first index first), then tag preference. Wheels
+    that are not variant wheels of this catalog are skipped.
+    """
+    from selector_backend.engine.resolve import CandidateFile
+    from selector_backend.engine.wheel_tags import check_wheel_tags, host_tags
+
+    ranked_tags = {tag: i for i, tag in enumerate(host_tags(host))}
+    verdicts: dict[str, tuple[tuple[Finding, ...], int]] = {}  # one per distinct python-abi-platform tag
+    listed = 0  # files of earlier indexes: positions run on across indexes
+    new = tuple.__new__  # CandidateFile(...) without its Python-level __new__, once a wheel
+    for number, url in enumerate(urls):
+        groups = read_index_groups(
+            url, catalog, allowed_origins=settings.index_file_origins, **settings.fetch_options()
+        )
+        for group in groups:
+            files = []
+            for position, filename, link, sha256, tag in group.files:
+                verdict = verdicts.get(tag)
+                if verdict is None:
+                    finding, rank = check_wheel_tags(parse_wheel_name(filename), host, ranked_tags)
+                    verdict = verdicts[tag] = ((finding,), rank)
+                extra = {"filename": filename, "url": link, "sha256": sha256}
+                files.append(new(CandidateFile, (extra, verdict[0], number * 10**9 + verdict[1], listed + position)))
+            yield Candidate(group.variant, "index", {"label": group.label, "index": url}, files=tuple(files))
+        listed += 1 + max((group.files[-1][0] for group in groups), default=-1)

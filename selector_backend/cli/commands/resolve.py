@@ -78,8 +78,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from selector_backend.engine.select import Sources, select
-    from selector_backend.engine.sources import catalog_matrix, index_candidates
+    from selector_backend.engine.sources import catalog_matrix
     from selector_backend.errors import NothingFitsError
+    from selector_backend.install.variant_index import index_candidates
     from selector_backend.settings import host_profile_for
 
     settings = settings_from_args(args)
