@@ -10,8 +10,10 @@ from selector_backend.cli.commands._common import add_resolution_arguments, cata
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable, Iterable
 
-    from selector_backend.engine.resolve import Resolution
+    from selector_backend.engine.host import HostProfile
+    from selector_backend.engine.resolve import Candidate, Resolution
 
 NAME = "resolve"
 EXPLAIN_TOP = 10
@@ -80,16 +82,17 @@ def _run(args: argparse.Namespace) -> int:
     from selector_backend.engine.select import Sources, select
     from selector_backend.engine.sources import catalog_matrix
     from selector_backend.errors import NothingFitsError
-    from selector_backend.install.variant_index import index_candidates
     from selector_backend.settings import host_profile_for
 
     settings = settings_from_args(args)
     catalog = catalog_from_args(args)
     urls = [args.index_url] if args.index_url else list(settings.index_url)
-    sources = Sources(
-        lambda: host_profile_for(settings),
-        (lambda host: index_candidates(urls, catalog, host, settings)) if urls else (lambda _: catalog_matrix(catalog)),
-    )
+    candidates: Callable[[HostProfile], Iterable[Candidate]] = lambda _: catalog_matrix(catalog)  # noqa: E731
+    if urls:  # the index reader (and its HTTP client) only when an index is read
+        from selector_backend.install.variant_index import index_candidates
+
+        candidates = lambda host: index_candidates(urls, catalog, host, settings)  # noqa: E731
+    sources = Sources(lambda: host_profile_for(settings), candidates)
     resolution = select(settings, catalog, sources).resolution
     if not urls and not args.json:
         print(
