@@ -1,0 +1,114 @@
+"""Small-op rate of hvd_selector.torch, 2 ranks (gloo build), side by side with its peer.
+
+Every collective of hvd_selector.torch goes through the background engine,
+which first agrees with the other ranks (by name) on what is ready; the
+peer is the numpy-level API in the same processes, which calls the native
+core directly (no engine, no negotiation round). Interleaved rounds of:
+  * ``sync``:  1,000 ``hvd.allreduce`` of 4 float32, one after another;
+  * ``async``: 1,000 ``hvd.allreduce_async`` then 1,000 ``synchronize``
+    (negotiated in few rounds, fused);
+  * ``numpy``: 1,000 ``hvd_selector.allreduce`` (the peer).
+Reports ops/s (best round) and the ratios engine/numpy, with the load
+average before and after; writes benchmarks/results/torch_ops.json. Not a test.
+
+    python benchmarks/bench_torch_ops.py [--ops 1000] [--rounds 5] [--pythonpath DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+RESULTS = HERE / "results"
+
+
+def worker(out: Path, ops: int, rounds: int) -> None:
+    import numpy as np
+    import torch
+
+    import hvd_selector
+    import hvd_selector.torch as hvd
+
+    hvd.init()
+    t = torch.ones(4)
+    a = np.ones(4, dtype=np.float32)
+
+    def sync() -> None:
+        for _ in range(ops):
+            hvd.allreduce(t, op=hvd.Sum)
+
+    def burst() -> None:
+        handles = [hvd.allreduce_async(t, op=hvd.Sum) for _ in range(ops)]
+        for h in handles:
+            hvd.synchronize(h)
+
+    def direct() -> None:
+        for _ in range(ops):
+            hvd_selector.allreduce(a, op=hvd_selector.Sum)
+
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for label, fn in (("sync", sync), ("async", burst), ("numpy", direct)):
+            hvd.barrier()
+            start = time.perf_counter()
+            fn()
+            seconds = time.perf_counter() - start
+            best[label] = min(best.get(label, seconds), seconds)
+    if hvd.rank() == 0:
+        out.write_text(json.dumps({k: ops / v for k, v in best.items()}))
+    hvd.shutdown()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pythonpath", help="run against this PYTHONPATH instead of the test build's stage")
+    parser.add_argument("--label", default="", help="recorded with the result (e.g. before/after)")
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.ops, args.rounds)
+        return 0
+    sys.path.insert(0, str(REPO / "tests" / "native"))
+    import native_builds
+
+    env = native_builds.build_variant("gloo-x86_64_v3", native_builds.GLOO).env()
+    if args.pythonpath:
+        env["PYTHONPATH"] = args.pythonpath
+    out = Path(os.environ.get("TMPDIR", "/tmp")) / f"torch_ops.{os.getpid()}.json"
+    load_before = os.getloadavg()
+    argv = native_builds.run_argv(
+        2, Path(__file__), "--worker", str(out), "--ops", str(args.ops), "--rounds", str(args.rounds)
+    )
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+    load_after = os.getloadavg()
+    if proc.returncode or not out.exists():
+        print(proc.stdout[-3000:] + proc.stderr[-3000:])
+        return 4
+    rates = json.loads(out.read_text())
+    out.unlink()
+    record = {
+        "label": args.label,
+        "ops": args.ops,
+        "ops_per_s": rates,
+        "sync_over_numpy": rates["sync"] / rates["numpy"],
+        "async_over_numpy": rates["async"] / rates["numpy"],
+        "loadavg_before": load_before,
+        "loadavg_after": load_after,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "torch_ops.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
