@@ -65,6 +65,9 @@ def shutdown() -> None:
         engine, _engine = _engine, None
     if engine is not None:
         engine.stop()
+    global _handle_ids
+    _handle_ids = itertools.count(1)  # Horovod resets its handles here: unnamed collectives match afresh
+    _handles.clear()
     _pending_names.clear()
     _ps._reset()
     _api.shutdown()
@@ -453,8 +456,9 @@ def sparse_allreduce_async(
 ) -> Callable[[], torch.Tensor]:
     """Allgather a sparse tensor's indices and values; the handle coalesces (sums) them."""
     t = tensor.detach().coalesce()
-    values = allgather_async(t._values().contiguous(), process_set=process_set)
-    indices = allgather_async(t._indices().t().contiguous(), process_set=process_set)
+    label = (lambda part: f"{name}.{part}") if name else (lambda part: None)  # Horovod's names
+    indices = allgather_async(t._indices().t().contiguous(), name=label("indices"), process_set=process_set)
+    values = allgather_async(t._values().contiguous(), name=label("values"), process_set=process_set)
     n = process_set.size()
 
     def handle() -> torch.Tensor:
@@ -689,6 +693,8 @@ def _reducescatter_work(
     name: str | None,
     single: bool,
 ) -> int:
+    if op == Adasum:  # a RuntimeError, as Horovod raises it
+        raise NotImplementedError(f"{what}: Adasum is not supported (op must be Sum or Average)")
     if op not in (Sum, Average):
         raise ValueError(f"{what}: op must be Sum or Average")
     ins = []
