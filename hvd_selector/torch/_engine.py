@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -65,50 +65,30 @@ def cycle_time() -> float:
     return value / 1000.0
 
 
-@dataclass(frozen=True)
-class Request:
-    """What a rank announces about one collective (Horovod's Request message)."""
+class Request(NamedTuple):
+    """What a rank announces about one collective (Horovod's Request message).
+
+    A tuple, so it travels as a JSON list as it is; a peer's comes back with
+    lists where this rank has tuples, and only peers' copies are compared.
+    """
 
     set_id: int
     name: str
     what: str
-    dtypes: tuple[str, ...] = ()
-    shapes: tuple[tuple[int, ...], ...] = ()
+    dtypes: Sequence[str] = ()
+    shapes: Sequence[Sequence[int]] = ()
     op: int = -1
     pre: float = 1.0
     post: float = 1.0
     root: int = -1
-    members: tuple[int, ...] = ()  # () for the global set
-
-    def wire(self) -> list[Any]:
-        return [
-            self.set_id,
-            self.name,
-            self.what,
-            list(self.dtypes),
-            [list(s) for s in self.shapes],
-            self.op,
-            self.pre,
-            self.post,
-            self.root,
-            list(self.members),
-        ]
+    members: Sequence[int] = ()  # () for the global set
 
     @classmethod
     def from_wire(cls, item: Any) -> Request:
-        set_id, name, what, dtypes, shapes, op, pre, post, root, members = item
-        return cls(
-            int(set_id),
-            str(name),
-            str(what),
-            tuple(str(d) for d in dtypes),
-            tuple(tuple(int(x) for x in s) for s in shapes),
-            int(op),
-            float(pre),
-            float(post),
-            int(root),
-            tuple(int(m) for m in members),
-        )
+        req = cls(*item)
+        if not (isinstance(req.set_id, int) and isinstance(req.name, str) and isinstance(req.what, str)):
+            raise TypeError("set id, name and kind must be an int and two strings")
+        return req
 
     @property
     def key(self) -> tuple[int, str]:
@@ -272,7 +252,7 @@ def _stalled(key: tuple[int, str], entry: dict[int, Request], needed: set[int], 
 
 
 def _encode(requests: list[Request], giveups: list[tuple[int, str]], bye: bool) -> bytes:
-    body = {"r": [r.wire() for r in requests], "g": [list(k) for k in giveups], "b": int(bye)}
+    body = {"r": requests, "g": giveups, "b": int(bye)}
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -388,6 +368,12 @@ class Engine:
         return None
 
     def _loop(self) -> None:
+        try:
+            self._serve()
+        except BaseException as exc:  # a bug must not leave the waiters hanging
+            self._break(exc)
+
+    def _serve(self) -> None:
         while True:
             with self._cond:
                 while (due := self._due(time.monotonic())) != 0.0:

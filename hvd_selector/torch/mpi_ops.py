@@ -10,7 +10,6 @@ reducescatter -> allgather).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import threading
 from collections.abc import Callable, Sequence
@@ -218,7 +217,7 @@ def _submit(work: Work) -> int:
     engine = _the_engine()
     handle = next(_handle_ids)
     if not work.request.name:
-        work.request = dataclasses.replace(work.request, name=f"{work.what}.noname.{handle}")
+        work.request = work.request._replace(name=f"{work.what}.noname.{handle}")
     key = work.request.key
     other = _pending_names.get(key)
     if other is not None and not other.done.is_set():

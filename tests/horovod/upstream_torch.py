@@ -113,6 +113,8 @@ def summary(results: list[RankResult]) -> str:
         lines.append(f"rank {r}: {len(res.passed)} passed, {len(res.failed)} failed, {len(res.skipped)} skipped")
         for name, text in sorted(res.failed.items()):
             lines.append(f"  FAILED {name}: {text}")
+        for name, text in sorted(res.skipped.items()):
+            lines.append(f"  skipped {name}: {text}")
     return "\n".join(lines)
 
 
