@@ -319,8 +319,10 @@ class Engine:
     def submit(self, work: Work) -> Work:
         with self._cond:
             if self._dead is not None:
-                raise type(self._dead)(
-                    f"{work.what}: hvd_selector.torch stopped ({self._dead}); call shutdown() and init() again"
+                dead = self._dead
+                raise (type(dead) if isinstance(dead, _core.HorovodInternalError) else _core.HorovodInternalError)(
+                    f"{work.what}: hvd_selector.torch stopped ({type(dead).__name__}: {dead}); "
+                    "call shutdown() and init() again"
                 )
             if self._stopping:
                 raise ValueError("hvd_selector.torch is shutting down; call init() again first")
@@ -463,7 +465,7 @@ class Engine:
                     plan.append(groups[fuse])
                 groups[fuse].append((first, work))
                 continue
-            plan.append((first, work, [resp.requests[m] for m in members]))
+            plan.append((first, work, [resp.requests[m] for m in members if m in resp.requests]))  # joined: absent
         for step in plan:
             try:
                 if isinstance(step, list):

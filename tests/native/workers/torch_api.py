@@ -338,7 +338,7 @@ def _():
     same(hvd.synchronize(hvd.allgather_async(torch.tensor([rank]), name="held0")), torch.arange(size))
 
 
-@check("join: joined ranks stand in with zeros; allgather/broadcast fail; last to join")
+@check("join: joined ranks stand in with zeros and pass barriers; allgather/broadcast fail; last to join")
 def _():
     for first in range(size):
         if rank == first:
@@ -359,6 +359,7 @@ def _():
                     assert "Join" in str(exc), str(exc)
                 else:
                     raise AssertionError(f"{what} while a rank had joined did not raise")
+            hvd.barrier()  # the joined rank takes part in barriers
             last = hvd.join()
         assert last != first or size == 1, (last, first)
         assert hvd.allgather_object(last) == [last] * size
