@@ -8,10 +8,14 @@ core directly (no engine, no negotiation round). Interleaved rounds of:
   * ``async``: 1,000 ``hvd.allreduce_async`` then 1,000 ``synchronize``
     (negotiated in few rounds, fused);
   * ``numpy``: 1,000 ``hvd_selector.allreduce`` (the peer).
-Reports ops/s (best round) and the ratios engine/numpy, with the load
-average before and after; writes benchmarks/results/torch_ops.json. Not a test.
+Reports ops/s (best round of each job) with the load average before and
+after each job; ``--baseline`` alternates the jobs with an older copy of
+hvd_selector (a stage directory holding its Python files and the same
+_core), for before/after numbers from one run. Writes
+benchmarks/results/torch_ops.json. Not a test; run it outside the repository
+root (the launcher must import the built hvd_selector, not the source tree).
 
-    python benchmarks/bench_torch_ops.py [--ops 1000] [--rounds 5] [--pythonpath DIR]
+    cd /tmp && python REPO/benchmarks/bench_torch_ops.py [--ops 1000] [--rounds 5] [--baseline DIR:REPO]
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -66,12 +71,26 @@ def worker(out: Path, ops: int, rounds: int) -> None:
     hvd.shutdown()
 
 
+def _job(env: dict[str, str], ops: int, rounds: int) -> dict[str, float] | None:
+    sys.path.insert(0, str(REPO / "tests" / "native"))
+    import native_builds
+
+    out = Path(os.environ.get("TMPDIR", "/tmp")) / f"torch_ops.{os.getpid()}.json"
+    argv = native_builds.run_argv(2, Path(__file__), "--worker", str(out), "--ops", str(ops), "--rounds", str(rounds))
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+    if proc.returncode or not out.exists():
+        print(proc.stdout[-3000:] + proc.stderr[-3000:])
+        return None
+    rates: dict[str, float] = json.loads(out.read_text())
+    out.unlink()
+    return rates
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--pythonpath", help="run against this PYTHONPATH instead of the test build's stage")
-    parser.add_argument("--label", default="", help="recorded with the result (e.g. before/after)")
+    parser.add_argument("--baseline", help="PYTHONPATH of an older hvd_selector: its jobs alternate with this one's")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -81,32 +100,21 @@ def main() -> int:
     import native_builds
 
     env = native_builds.build_variant("gloo-x86_64_v3", native_builds.GLOO).env()
-    if args.pythonpath:
-        env["PYTHONPATH"] = args.pythonpath
-    out = Path(os.environ.get("TMPDIR", "/tmp")) / f"torch_ops.{os.getpid()}.json"
-    load_before = os.getloadavg()
-    argv = native_builds.run_argv(
-        2, Path(__file__), "--worker", str(out), "--ops", str(args.ops), "--rounds", str(args.rounds)
-    )
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
-    load_after = os.getloadavg()
-    if proc.returncode or not out.exists():
-        print(proc.stdout[-3000:] + proc.stderr[-3000:])
-        return 4
-    rates = json.loads(out.read_text())
-    out.unlink()
-    record = {
-        "label": args.label,
-        "ops": args.ops,
-        "ops_per_s": rates,
-        "sync_over_numpy": rates["sync"] / rates["numpy"],
-        "async_over_numpy": rates["async"] / rates["numpy"],
-        "loadavg_before": load_before,
-        "loadavg_after": load_after,
-    }
+    jobs = {"this": env}
+    if args.baseline:
+        jobs["baseline"] = {**env, "PYTHONPATH": args.baseline}
+    record: dict[str, Any] = {"ops": args.ops, "runs": []}
+    for _ in range(2):  # alternate, twice: a change in the machine's load shows as a spread
+        for label, job_env in jobs.items():
+            load_before = os.getloadavg()
+            rates = _job(job_env, args.ops, args.rounds)
+            if rates is None:
+                return 4
+            run = {"code": label, "ops_per_s": rates, "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+            record["runs"].append(run)
+            print(json.dumps(run))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "torch_ops.json").write_text(json.dumps(record, indent=2) + "\n")
-    print(json.dumps(record, indent=2))
     return 0
 
 
