@@ -12,10 +12,9 @@ Reports ops/s (best round of each job) with the load average before and
 after each job; ``--baseline`` alternates the jobs with an older copy of
 hvd_selector (a stage directory holding its Python files and the same
 _core), for before/after numbers from one run. Writes
-benchmarks/results/torch_ops.json. Not a test; run it outside the repository
-root (the launcher must import the built hvd_selector, not the source tree).
+benchmarks/results/torch_ops.json. Not a test; run from the repository root:
 
-    cd /tmp && python REPO/benchmarks/bench_torch_ops.py [--ops 1000] [--rounds 5] [--baseline DIR:REPO]
+    python -m benchmarks.bench_torch_ops [--ops 1000] [--rounds 5] [--baseline DIR:REPO]
 """
 
 from __future__ import annotations
@@ -72,12 +71,12 @@ def worker(out: Path, ops: int, rounds: int) -> None:
 
 
 def _job(env: dict[str, str], ops: int, rounds: int) -> dict[str, float] | None:
-    sys.path.insert(0, str(REPO / "tests" / "native"))
-    import native_builds
+    from devtools import native_builds
 
     out = Path(os.environ.get("TMPDIR", "/tmp")) / f"torch_ops.{os.getpid()}.json"
     argv = native_builds.run_argv(2, Path(__file__), "--worker", str(out), "--ops", str(ops), "--rounds", str(rounds))
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+    RESULTS.mkdir(exist_ok=True)  # the cwd, not REPO: the launcher must import the built hvd_selector
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, cwd=RESULTS)
     if proc.returncode or not out.exists():
         print(proc.stdout[-3000:] + proc.stderr[-3000:])
         return None
@@ -96,8 +95,7 @@ def main() -> int:
     if args.worker:
         worker(args.worker, args.ops, args.rounds)
         return 0
-    sys.path.insert(0, str(REPO / "tests" / "native"))
-    import native_builds
+    from devtools import native_builds
 
     env = native_builds.build_variant("gloo-x86_64_v3", native_builds.GLOO).env()
     jobs = {"this": env}

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "native"))
+from devtools import native_builds
 
-import upstream_torch  # noqa: E402
+from . import upstream_torch
+
+HERE = Path(__file__).resolve().parent
 
 ENV = "HVD_SELECTOR_HOROVOD_TEST_TORCH"
 # torch >= 2.9's Muon rejects 1-D parameters; these tests build every torch.optim
@@ -39,8 +39,6 @@ def test_bad_paths_exit_2(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get(ENV), reason=f"{ENV} does not name Horovod's test_torch.py")
 def test_horovod_suite() -> None:
-    import native_builds
-
     pytest.importorskip("torch")
     build = native_builds.build_variant("gloo-x86_64_v3", native_builds.GLOO)
     results, proc = upstream_torch.run(Path(os.environ[ENV]), env=build.env())
