@@ -3,8 +3,9 @@
 A drop-in for ``horovod.torch`` over hvd-selector's native core: the same
 names, signatures and semantics for collectives (sync, async and
 differentiable), process sets, DistributedOptimizer and the broadcast
-helpers. See docs/guide/pytorch.md for what differs (Adasum, timeline,
-join's stand-in collectives).
+helpers; collectives are matched across ranks by name, as Horovod's
+coordinator matches them. See docs/guide/pytorch.md for what differs
+(Adasum, timeline, stalled collectives time out).
 """
 
 from __future__ import annotations

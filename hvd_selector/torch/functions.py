@@ -47,20 +47,28 @@ def _loads(data: torch.Tensor) -> Any:
 def broadcast_object(
     obj: Any, root_rank: int = 0, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> Any:
-    """root_rank's `obj` on every rank of the set."""
+    """root_rank's `obj` on every rank of the set.
+
+    As in Horovod, the collectives are named after `name` (default: the
+    object's type name), so ranks match them by name.
+    """
+    name = name or type(obj).__name__
     payload = _dumps(obj) if mpi_ops.rank() == root_rank else torch.empty(0, dtype=torch.uint8)
-    length = mpi_ops.broadcast_(torch.tensor([payload.numel()], dtype=torch.int64), root_rank, process_set=process_set)
+    size = torch.tensor([payload.numel()], dtype=torch.int64)
+    length = mpi_ops.broadcast_(size, root_rank, name=f"{name}.sz", process_set=process_set)
     if mpi_ops.rank() != root_rank:
         payload = torch.empty(int(length.item()), dtype=torch.uint8)
-    mpi_ops.broadcast_(payload, root_rank, process_set=process_set)
+    mpi_ops.broadcast_(payload, root_rank, name=f"{name}.t", process_set=process_set)
     return obj if mpi_ops.rank() == root_rank else _loads(payload)
 
 
 def allgather_object(obj: Any, name: str | None = None, process_set: ProcessSet = global_process_set) -> list[Any]:
-    """Every rank's `obj`, as a list in rank order."""
+    """Every rank's `obj`, as a list in rank order (collectives named as in broadcast_object)."""
+    name = name or type(obj).__name__
     payload = _dumps(obj)
-    sizes = mpi_ops.allgather(torch.tensor([payload.numel()], dtype=torch.int64), process_set=process_set)
-    data = mpi_ops.allgather(payload, process_set=process_set)
+    size = torch.tensor([payload.numel()], dtype=torch.int64)
+    sizes = mpi_ops.allgather(size, name=f"{name}.sz", process_set=process_set)
+    data = mpi_ops.allgather(payload, name=f"{name}.t", process_set=process_set)
     out, offset = [], 0
     for n in sizes.tolist():
         out.append(_loads(data[offset : offset + n]))
@@ -71,8 +79,8 @@ def allgather_object(obj: Any, name: str | None = None, process_set: ProcessSet 
 def broadcast_parameters(params: Any, root_rank: int, process_set: ProcessSet = global_process_set) -> None:
     """Overwrite every rank's tensors with root_rank's, in place.
 
-    `params` is a state_dict, ``model.named_parameters()`` or a list of
-    (name, tensor) pairs, as in Horovod.
+    `params` is a state_dict, ``model.named_parameters()``, a list of
+    (name, tensor) pairs or of tensors, as in Horovod.
     """
     if isinstance(params, dict):
         items: Iterable[tuple[str, Any]] = sorted(params.items())
@@ -82,12 +90,15 @@ def broadcast_parameters(params: Any, root_rank: int, process_set: ProcessSet = 
         raise ValueError(f"broadcast_parameters: invalid params of type {type(params).__name__}")
     handles = []
     for entry in items:
+        if isinstance(entry, torch.Tensor):  # model.parameters(): unnamed, as Horovod allows
+            entry = (None, entry)
         if not isinstance(entry, tuple) or len(entry) != 2:
-            raise ValueError("broadcast_parameters: expected (name, tensor) pairs or a state_dict")
-        _, tensor = entry
+            raise ValueError("broadcast_parameters: expected (name, tensor) pairs, tensors or a state_dict")
+        name, tensor = entry
         if tensor is None or not isinstance(tensor, torch.Tensor):
             continue
-        handles.append(mpi_ops.broadcast_async_(tensor.data, root_rank, process_set=process_set))
+        label = name if isinstance(name, str) else None  # Horovod names each broadcast after its parameter
+        handles.append(mpi_ops.broadcast_async_(tensor.data, root_rank, name=label, process_set=process_set))
     for handle in handles:
         mpi_ops.synchronize(handle)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,7 +21,7 @@ import torch
 from .. import _api
 from .._api import HorovodInternalError  # noqa: F401 - Horovod exports it from here
 from . import process_sets as _ps
-from ._engine import Engine, Work
+from ._engine import JOIN, Engine, Request, Work, describe
 from .compression import Compression
 from .process_sets import ProcessSet, global_process_set
 
@@ -36,7 +35,7 @@ Adasum = 5  # Horovod's value; not implemented here (raises NotImplementedError)
 _engine: Engine | None = None
 _engine_lock = threading.Lock()
 _handles: dict[int, Work | Callable[[], Any]] = {}
-_pending_names: dict[str, Work] = {}
+_pending_names: dict[tuple[int, str], Work] = {}
 _handle_ids = itertools.count(1)
 
 
@@ -53,7 +52,7 @@ def init(*args: Any, process_sets: Sequence[ProcessSet] | None = None, **kwargs:
         _api.init()
         _ps._reset()
         global_process_set.process_set_id = 0
-        _engine = Engine(_api.fusion_threshold)
+        _engine = Engine(_api.fusion_threshold, _api.timeout())
     for ps in process_sets or ():
         _ps.add_process_set(ps)
 
@@ -65,6 +64,9 @@ def shutdown() -> None:
         engine, _engine = _engine, None
     if engine is not None:
         engine.stop()
+    global _handle_ids
+    _handle_ids = itertools.count(1)  # Horovod resets its handles here: unnamed collectives match afresh
+    _handles.clear()
     _pending_names.clear()
     _ps._reset()
     _api.shutdown()
@@ -188,25 +190,52 @@ def _contiguous(tensor: torch.Tensor, what: str) -> torch.Tensor:
     return tensor
 
 
+def _request(
+    what: str,
+    ps: ProcessSet,
+    name: str | None,
+    tensors: Sequence[torch.Tensor] = (),
+    op: int = -1,
+    pre: float = 1.0,
+    post: float = 1.0,
+    root: int = -1,
+) -> Request:
+    """The description the ranks negotiate on (name None: filled in from the handle)."""
+    set_id = _ps._id_of(ps)
+    dtypes, shapes = describe(tensors)
+    members = tuple(ps._members()) if set_id else ()
+    return Request(set_id, name or "", what, dtypes, shapes, op, float(pre), float(post), root, members)
+
+
 def _submit(work: Work) -> int:
+    """Queue `work` for the engine; returns its handle.
+
+    Ranks match collectives by name (Horovod's coordinator): an unnamed one
+    is named after its handle, as Horovod names it, so unnamed collectives
+    match when every rank submits them in the same order.
+    """
     engine = _the_engine()
-    if work.name is not None:
-        other = _pending_names.get(work.name)
-        if other is not None and not other.done.is_set():
-            raise ValueError(
-                f"{work.what}: a collective named {work.name!r} is still in flight; names must be unique "
-                "until synchronize()"
-            )
-        _pending_names[work.name] = work
-    engine.submit(work)
     handle = next(_handle_ids)
+    if not work.request.name:
+        work.request = work.request._replace(name=f"{work.what}.noname.{handle}")
+    key = work.request.key
+    other = _pending_names.get(key)
+    if other is not None and not other.done.is_set():
+        raise ValueError(
+            f"{work.what}: a collective named {work.name!r} is still in flight; names must be unique until it "
+            "completes (Horovod's duplicate name error)"
+        )
+    _pending_names[key] = work
+    engine.submit(work)
     _handles[handle] = work
     return handle
 
 
-def _engine_call(what: str, run: Callable[[], Any], process_set: ProcessSet = global_process_set) -> Any:
-    """Run `run` on the engine thread, in order with the queued collectives."""
-    return synchronize(_submit(Work(what, _ps._id_of(process_set), run=run)))
+def _engine_call(
+    what: str, run: Callable[[], Any], process_set: ProcessSet = global_process_set, name: str | None = None
+) -> Any:
+    """Run `run` on the engine thread once every rank of the set asked for it (by name)."""
+    return synchronize(_submit(Work(_request(what, process_set, name), run=lambda peers: run())))
 
 
 def poll(handle: int) -> bool:
@@ -229,8 +258,8 @@ def synchronize(handle: int) -> Any:
         engine.wait(work)
     else:
         work.done.wait()
-    if work.name is not None and _pending_names.get(work.name) is work:
-        del _pending_names[work.name]
+    if _pending_names.get(work.request.key) is work:
+        del _pending_names[work.request.key]
     if work.error is not None:
         raise work.error
     return work.result
@@ -249,15 +278,14 @@ def _allreduce_work(
     single: bool,
     originals: Sequence[torch.Tensor] | None = None,
 ) -> int:
-    set_id = _ps._id_of(process_set)
-    key = (op, float(prescale_factor), float(postscale_factor), set_id)
+    request = _request("allreduce", process_set, name, ins, op, prescale_factor, postscale_factor)
     results = list(originals) if originals is not None else None  # in place: the caller's own tensors
 
     def finish(outputs: list[Any]) -> Any:
         done = results if results is not None else outputs
         return done[0] if single else list(done)
 
-    return _submit(Work(what, set_id, fuse_key=key, ins=ins, outs=outs, finish=finish, name=name))
+    return _submit(Work(request, ins=ins, outs=outs, finish=finish))
 
 
 def allreduce_async(
@@ -427,8 +455,9 @@ def sparse_allreduce_async(
 ) -> Callable[[], torch.Tensor]:
     """Allgather a sparse tensor's indices and values; the handle coalesces (sums) them."""
     t = tensor.detach().coalesce()
-    values = allgather_async(t._values().contiguous(), process_set=process_set)
-    indices = allgather_async(t._indices().t().contiguous(), process_set=process_set)
+    label = (lambda part: f"{name}.{part}") if name else (lambda part: None)  # Horovod's names
+    indices = allgather_async(t._indices().t().contiguous(), name=label("indices"), process_set=process_set)
+    values = allgather_async(t._values().contiguous(), name=label("values"), process_set=process_set)
     n = process_set.size()
 
     def handle() -> torch.Tensor:
@@ -441,21 +470,27 @@ def sparse_allreduce_async(
 
 
 # ------------------------------------------------------------ allgather
-def _allgather_run(t: torch.Tensor) -> Callable[[], torch.Tensor]:
-    def run() -> torch.Tensor:
-        if t.dim() == 0:
-            raise ValueError("allgather: needs at least one dimension (got a scalar)")
-        dims = _api._core.allgather_prepare(t)
-        out = t.new_empty((sum(dims), *t.shape[1:]))
-        _api._core.allgather(t, out, dims)
-        return out
+def _gather_input(tensor: torch.Tensor, what: str) -> torch.Tensor:
+    t = _cpu(tensor, what).contiguous()
+    if t.dim() == 0:
+        raise ValueError(f"{what}: needs at least one dimension (got a scalar)")
+    return t
 
-    return run
+
+def _allgather(t: torch.Tensor, dims: list[int]) -> torch.Tensor:
+    """Gather with every member's dim 0 as agreed in the negotiation (no second agreement round)."""
+    out = t.new_empty((sum(dims), *t.shape[1:]))
+    _api._core.allgather(t, out, dims)
+    return out
 
 
 def allgather_async(tensor: torch.Tensor, name: str | None = None, process_set: ProcessSet = global_process_set) -> int:
-    t = _cpu(tensor, "allgather").contiguous()
-    return _submit(Work("allgather", _ps._id_of(process_set), run=_allgather_run(t), name=name))
+    t = _gather_input(tensor, "allgather")
+
+    def run(peers: list[Request]) -> torch.Tensor:
+        return _allgather(t, [p.shapes[0][0] for p in peers])
+
+    return _submit(Work(_request("allgather", process_set, name, [t]), run=run))
 
 
 def _narrow_for_rank(grad: torch.Tensor, dim: int, ps: ProcessSet) -> torch.Tensor:
@@ -484,8 +519,12 @@ def allgather(tensor: torch.Tensor, name: str | None = None, process_set: Proces
 def grouped_allgather_async(
     tensors: Sequence[torch.Tensor], name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
-    runs = [_allgather_run(_cpu(t, "grouped_allgather").contiguous()) for t in tensors]
-    return _submit(Work("grouped_allgather", _ps._id_of(process_set), run=lambda: [r() for r in runs], name=name))
+    ts = [_gather_input(t, "grouped_allgather") for t in tensors]
+
+    def run(peers: list[Request]) -> list[torch.Tensor]:
+        return [_allgather(t, [p.shapes[i][0] for p in peers]) for i, t in enumerate(ts)]
+
+    return _submit(Work(_request("allgather", process_set, name, ts), run=run))
 
 
 class HorovodGroupedAllgather(torch.autograd.Function):
@@ -522,11 +561,11 @@ def _broadcast_work(
 ) -> int:
     root = _set_root(root_rank, ps)
 
-    def run() -> torch.Tensor:
+    def run(peers: list[Request]) -> torch.Tensor:
         _api._core.broadcast(t, root)
         return t if result is None else result
 
-    return _submit(Work("broadcast", _ps._id_of(ps), run=run, name=name))
+    return _submit(Work(_request("broadcast", ps, name, [t], root=int(root_rank)), run=run))
 
 
 def broadcast_async(
@@ -588,27 +627,27 @@ def alltoall_async(
     tensor: torch.Tensor, splits: Any = None, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
     """Start an alltoall; synchronize() returns (output, received_splits)."""
-    t = _cpu(tensor, "alltoall").contiguous()
-    split_list = _splits(splits, process_set.size())
+    t = _gather_input(tensor, "alltoall")
+    n = process_set.size()
+    mine = _splits(splits, n)
+    rows = int(t.shape[0])
+    if mine is None:  # checked here, before the other ranks are asked (Horovod checks at enqueue)
+        if rows % n:
+            raise ValueError(f"alltoall: dim 0 ({rows}) is not divisible by the set size ({n}); pass splits=")
+        mine = [rows // n] * n
+    if len(mine) != n:
+        raise ValueError(f"alltoall: splits has {len(mine)} entries but the set has {n} ranks")
+    if min(mine) < 0 or sum(mine) != rows:
+        raise ValueError(f"alltoall: splits {mine} must be non-negative and add up to dim 0 ({rows})")
+    send = mine
 
-    def run() -> tuple[torch.Tensor, torch.Tensor]:
-        n = _api._core.size() if process_set.process_set_id == 0 else process_set.size()
-        if t.dim() == 0:
-            raise ValueError("alltoall: needs at least one dimension (got a scalar)")
-        mine = split_list
-        if mine is None:
-            rows = int(t.shape[0])
-            if rows % n:
-                raise ValueError(f"alltoall: dim 0 ({rows}) is not divisible by the set size ({n}); pass splits=")
-            mine = [rows // n] * n
-        if len(mine) != n:
-            raise ValueError(f"alltoall: splits has {len(mine)} entries but the set has {n} ranks")
-        recv = _api._core.alltoall_prepare(t, mine)
+    def run(peers: list[Request]) -> tuple[torch.Tensor, torch.Tensor]:
+        recv = _api._core.alltoall_prepare(t, send)
         out = t.new_empty((sum(recv), *t.shape[1:]))
-        _api._core.alltoall(t, mine, out, recv)
+        _api._core.alltoall(t, send, out, recv)
         return out, torch.tensor(recv, dtype=torch.int32)
 
-    return _submit(Work("alltoall", _ps._id_of(process_set), run=run, name=name))
+    return _submit(Work(_request("alltoall", process_set, name, [t]), run=run))
 
 
 class HorovodAlltoall(torch.autograd.Function):
@@ -653,6 +692,8 @@ def _reducescatter_work(
     name: str | None,
     single: bool,
 ) -> int:
+    if op == Adasum:  # a RuntimeError, as Horovod raises it
+        raise NotImplementedError(f"{what}: Adasum is not supported (op must be Sum or Average)")
     if op not in (Sum, Average):
         raise ValueError(f"{what}: op must be Sum or Average")
     ins = []
@@ -671,9 +712,7 @@ def _reducescatter_work(
             parts.append(full.narrow(0, start, count).clone())
         return parts[0] if single else parts
 
-    set_id = _ps._id_of(ps)
-    key = (op, float(pre), float(post), set_id)
-    return _submit(Work(what, set_id, fuse_key=key, ins=ins, outs=outs, finish=finish, name=name))
+    return _submit(Work(_request("reducescatter", ps, name, ins, op, pre, post), ins=ins, outs=outs, finish=finish))
 
 
 def reducescatter_async(
@@ -762,17 +801,16 @@ def grouped_reducescatter(
 
 # ------------------------------------------------------------ barrier, join
 def barrier(process_set: ProcessSet = global_process_set) -> None:
-    """Wait until every rank of the set gets here (after its queued collectives)."""
-    _engine_call("barrier", _api._core.barrier, process_set)
+    """Wait until every rank of the set gets here (a rank that joined takes part, as in Horovod)."""
+    _engine_call("barrier", _api._core.barrier, process_set, name="barrier.noname")
 
 
 def join(device: int = -1) -> int:
-    """Wait for every rank, then return the rank that arrived last.
+    """Leave the remaining collectives to the other ranks; returns the rank that joined last.
 
-    Unlike Horovod, ranks that joined do not stand in (with zeros) for
-    collectives the others still issue: every rank must issue the same
-    collectives. "Last" is by the arrival clock of this host.
+    Horovod's semantics: until every rank has joined, this rank stands in
+    with zeros for the allreduces the others still run (their averages are
+    still divided by size()); an allgather, broadcast, alltoall or
+    reducescatter while some rank has joined fails on the others.
     """
-    arrived = torch.tensor([time.time()], dtype=torch.float64)
-    times = synchronize(allgather_async(arrived, name=None))
-    return int(torch.argmax(times).item())
+    return int(synchronize(_submit(Work(Request(JOIN[0], JOIN[1], "join")))))

@@ -86,10 +86,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._group_of: dict[torch.Tensor, tuple[torch.Tensor, ...]] = {}
         self._group_ready: dict[tuple[torch.Tensor, ...], int] = {}
         self._hooks: list[Any] = []
-        self._order: list[torch.Tensor] = []
         self._position: dict[torch.Tensor, int] = {}
-        self._cursor = 0
-        self._ready: set[torch.Tensor] = set()
         if groups is not None and not (isinstance(groups, list) or (isinstance(groups, int) and groups > 0)):
             raise ValueError("groups should be a positive integer or a list of lists of torch.Tensor")
         if isinstance(groups, list):
@@ -125,13 +122,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._group_ready[key] = 0
                 for p in g:
                     self._group_of[p] = key
-        # Ranks may finish gradients in different orders (a branch taken on one
-        # rank only): allreduces start in one order everywhere, the reverse of
-        # registration (backward's usual order), as far as gradients are ready.
-        self._order = [p for p in reversed(trainable) if p not in self._group_of]
+        # Each allreduce starts as soon as its gradient is ready: ranks match
+        # them by the parameter's name, whatever order backward reaches them in.
         self._position = {p: i for i, p in enumerate(reversed(trainable))}
-        self._cursor = 0
-        self._ready = set()
         for p in trainable:
             self._requires_update.add(p)
             self._hooks.append(p.register_post_accumulate_grad_hook(self._hook))
@@ -150,8 +143,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if not self.sparse_as_dense:
                 sparse = mpi_ops.sparse_allreduce_async(grad, name=name, op=self.op, process_set=self.process_set)
                 return sparse, None
-            grad = grad.to_dense()
-            p.grad = grad
+            grad = grad.to_dense()  # reduced dense; synchronize() hands it back sparse (Horovod)
         compressed, ctx = self._compression.compress(grad)
         pre, post = self._scales()
         handle = mpi_ops.allreduce_async_(
@@ -198,12 +190,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             else:
                 self._handles[p] = (None, None)
             return
-        self._handles[p] = (None, None)
-        self._ready.add(p)
-        while self._cursor < len(self._order) and self._order[self._cursor] in self._ready:
-            q = self._order[self._cursor]
-            self._handles[q] = self._allreduce_grad_async(q)
-            self._cursor += 1
+        self._handles[p] = self._allreduce_grad_async(p)
 
     def synchronize(self) -> None:
         """Wait for every gradient's allreduce (starting the ones backward did not reach)."""
@@ -239,11 +226,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._delay[key] = self.backward_passes_per_step
             if ctx is None:  # sparse
                 key.grad = out
+            elif key.grad.is_sparse:  # sparse_as_dense: the optimizer still gets a sparse gradient
+                key.grad = self._compression.decompress(out, ctx[0]).to_sparse()
             else:
                 key.grad.copy_(self._compression.decompress(out, ctx[0]))
         self._handles.clear()
-        self._cursor = 0
-        self._ready = set()
         self._synchronized = True
 
     @contextmanager

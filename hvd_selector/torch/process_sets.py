@@ -92,9 +92,11 @@ def add_process_set(process_set: ProcessSet | Sequence[int]) -> ProcessSet:
     set_id = _next_id
     _next_id += 1
     _sequence += 1
+    seq = _sequence
     mpi_ops._engine_call(
         "add_process_set",
-        lambda: _api._connect_process_set(set_id, members, _sequence) if _api.rank() in members else None,
+        lambda: _api._connect_process_set(set_id, members, seq) if _api.rank() in members else None,
+        name=f"process_set.add.{seq}",
     )
     ps.process_set_id = set_id
     _registered[set_id] = ps
@@ -109,7 +111,9 @@ def remove_process_set(process_set: ProcessSet) -> bool:
     if not set_id or _registered.get(set_id) is not process_set:
         return False
     mpi_ops._engine_call(
-        "remove_process_set", lambda: _api._core.remove_process_set(set_id) if process_set.included() else None
+        "remove_process_set",
+        lambda: _api._core.remove_process_set(set_id) if process_set.included() else None,
+        name=f"process_set.remove.{set_id}",
     )
     del _registered[set_id]
     process_set._invalidate()

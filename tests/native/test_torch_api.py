@@ -16,7 +16,7 @@ from .native_helpers import launch
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
-CHECKS = 17  # the @check blocks in workers/torch_api.py
+CHECKS = 20  # the @check blocks in workers/torch_api.py
 
 
 @pytest.mark.parametrize("which", ["gloo", "mpich"])
@@ -29,6 +29,8 @@ def test_every_function(which: str, request: pytest.FixtureRequest, tmp_path: Pa
         assert len(results) == CHECKS, sorted(results)
         failed = {name: text for name, text in results.items() if text}
         assert not failed, f"rank {rank}: " + "\n".join(f"{k}:\n{v}" for k, v in failed.items())
+        if which == "gloo":  # the timeout and shutdown checks after a re-init (MPI initialises once)
+            assert json.loads((tmp_path / f"tail{rank}.json").read_text()) == {}
 
 
 def test_example_ranks_end_identical(gloo_build: Build, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ that ran and the first failure of each (empty when it passed).
 import json
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -311,6 +312,83 @@ def _():
         same(model.weight.detach(), start - mean * factor)
 
 
+@check("collectives match by name: other orders, one held across a barrier, duplicates")
+def _():
+    names = ["first", "second", "third"]
+    order = names if rank % 2 == 0 else names[::-1]
+    handles = {}
+    for n in order:  # rank 1 submits them in the reverse order
+        handles[n] = hvd.allreduce_async(torch.full((3,), float(rank + names.index(n))), op=hvd.Sum, name=n)
+    for i, n in enumerate(names):
+        same(hvd.synchronize(handles[n]), torch.full((3,), float(sum(r + i for r in range(size)))))
+    for holder in range(size):  # submitted before a barrier on one rank, after it on the others
+        held = None
+        if rank == holder:
+            held = hvd.allgather_async(torch.tensor([rank]), name=f"held{holder}")
+            try:  # it cannot have completed: the others submit it after the barrier
+                hvd.allgather_async(torch.tensor([rank]), name=f"held{holder}")
+            except ValueError as exc:
+                assert f"held{holder}" in str(exc), str(exc)
+            else:
+                raise AssertionError("a second collective with an in-flight name was accepted")
+        hvd.barrier()
+        if rank != holder:
+            held = hvd.allgather_async(torch.tensor([rank]), name=f"held{holder}")
+        same(hvd.synchronize(held), torch.arange(size))
+    same(hvd.synchronize(hvd.allgather_async(torch.tensor([rank]), name="held0")), torch.arange(size))
+
+
+@check("join: joined ranks stand in with zeros and pass barriers; allgather/broadcast fail; last to join")
+def _():
+    for first in range(size):
+        if rank == first:
+            last = hvd.join()
+        else:
+            ha = hvd.allreduce_async(torch.full((5,), 4 * (rank + 1), dtype=torch.int32), name="ja", op=hvd.Sum)
+            hb = hvd.allreduce_async(torch.full((2, 3), 2.0 * (rank + 1)), name="jb")  # Average
+            others = [r for r in range(size) if r != first]
+            same(hvd.synchronize(ha), torch.full((5,), sum(4 * (r + 1) for r in others), dtype=torch.int32))
+            same(hvd.synchronize(hb), torch.full((2, 3), sum(2.0 * (r + 1) for r in others) / size))
+            for what, call in (
+                ("allgather", lambda: hvd.allgather(torch.ones(2))),
+                ("broadcast", lambda: hvd.broadcast(torch.ones(2), root_rank=rank)),
+            ):
+                try:
+                    call()
+                except hvd.HorovodInternalError as exc:
+                    assert "Join" in str(exc), str(exc)
+                else:
+                    raise AssertionError(f"{what} while a rank had joined did not raise")
+            hvd.barrier()  # the joined rank takes part in barriers
+            last = hvd.join()
+        assert last != first or size == 1, (last, first)
+        assert hvd.allgather_object(last) == [last] * size
+
+
+@check("DistributedOptimizer sparse_as_dense with SparseAdam")
+def _():
+    for dense in (False, True):
+        torch.manual_seed(0)
+        emb = torch.nn.Embedding(10, 3, sparse=True)
+        opt = hvd.DistributedOptimizer(
+            torch.optim.SparseAdam(list(emb.parameters()), lr=0.1),
+            named_parameters=emb.named_parameters(),
+            sparse_as_dense=dense,
+        )
+        idx = [torch.tensor([1, 2, 4, 4]), torch.tensor([4, 7, 9])]
+        emb(idx[rank % 2]).sum().backward()
+        opt.synchronize()
+        grad = emb.weight.grad
+        assert grad is not None and grad.is_sparse, "SparseAdam needs a sparse gradient"
+        want = torch.zeros(10, 3)
+        for r in range(size):
+            for i in idx[r % 2].tolist():
+                want[i] += 1.0 / size
+        same(grad.to_dense(), want)
+        with opt.skip_synchronize():
+            opt.step()
+
+
 @check("build queries and join")
 def _():
     facts = hvd.build_info()
@@ -327,3 +405,37 @@ if os.environ.get("HVD_SELECTOR_RENDEZVOUS"):  # gloo: a second init() works aft
     hvd.init()
     assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == size
     hvd.shutdown()
+    # A collective that one rank never submits fails there after HVD_SELECTOR_TIMEOUT, naming the
+    # missing rank; the job goes on. Then a rank that shuts down while another waits: the wait
+    # ends with PeerFailureError naming it, and both start over.
+    os.environ["HVD_SELECTOR_TIMEOUT"] = "3"
+    hvd.init()
+    tail: dict[str, str] = {}
+    lonely = hvd.allreduce_async(torch.ones(1), name="lonely") if rank == 0 else None
+    hvd.barrier()
+    if rank != 0:
+        time.sleep(3.5)  # past rank 0's timeout for 'lonely', so rank 1's next collective does not wait long
+    if rank == 0:
+        try:
+            hvd.synchronize(lonely)
+            tail["timeout"] = "the lonely allreduce did not fail"
+        except hvd.CollectiveTimeoutError as exc:
+            if "rank(s) 1" not in str(exc) or "lonely" not in str(exc):
+                tail["timeout"] = str(exc)
+    # named: rank 0 used one more handle, so unnamed collectives would not match (as in Horovod)
+    same(hvd.allreduce(torch.ones(1), op=hvd.Sum, name="after"), torch.full((1,), float(size)))
+    waiting = hvd.allreduce_async(torch.ones(1), name="never") if rank == 0 else None
+    hvd.barrier()
+    if rank == 0:
+        try:
+            hvd.synchronize(waiting)
+            tail["bye"] = "the wait did not end"
+        except hvd.PeerFailureError as exc:
+            if "rank(s) 1 shut down" not in str(exc):
+                tail["bye"] = str(exc)
+    hvd.shutdown()
+    os.environ["HVD_SELECTOR_TIMEOUT"] = "20"
+    hvd.init()
+    same(hvd.allreduce(torch.ones(1), op=hvd.Sum), torch.full((1,), float(size)))
+    hvd.shutdown()
+    (out_dir / f"tail{rank}.json").write_text(json.dumps(tail))

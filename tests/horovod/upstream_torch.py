@@ -1,0 +1,145 @@
+"""Run Horovod's own test/parallel/test_torch.py against hvd_selector.torch.
+
+Usage: python tests/horovod/upstream_torch.py PATH/test/parallel/test_torch.py [--np 2] [--timeout S] [-- PYTEST_ARGS]
+
+The file is Horovod's, fetched by you and never copied into this repository;
+it runs unchanged. ``import horovod.torch`` is answered by a two-line shim
+package in a temporary directory (``sys.modules["horovod.torch"] =
+hvd_selector.torch``; ``mock`` is the standard library's ``unittest.mock``; common.py's
+``horovod.runner.util.threads.in_thread`` is a plain thread),
+and ``common.py`` comes from the same checkout's
+``test/utils/``. Each rank gets the MPI-style rank variables the suite's
+``mpi_env_rank_and_size()`` reads, and ``HOROVOD_RANK`` (the suite then
+barriers and shuts down after every test, as under Horovod's Gloo runner).
+Prints each rank's passed/failed/skipped counts and every failure's first
+line; exit 0 when the suite ran (whatever its results), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SHIM = 'import sys\nimport hvd_selector.torch as _m\nsys.modules["horovod.torch"] = _m\n'
+THREADS = (  # common.py imports Horovod's in_thread (used by its delay() helper only)
+    "import threading\n\n\ndef in_thread(target, args=(), name=None, daemon=True, silent=False):\n"
+    "    t = threading.Thread(target=target, args=args, name=name, daemon=daemon)\n"
+    "    t.start()\n    return t\n"
+)
+MOCK = 'import sys\nimport unittest.mock\nsys.modules["mock"] = unittest.mock\n'  # PyPI's mock is its backport
+RANK_ENV = (
+    'export HOROVOD_RANK="$HVD_SELECTOR_RANK" HOROVOD_SIZE="$HVD_SELECTOR_SIZE" '
+    'PMI_RANK="$HVD_SELECTOR_RANK" PMI_SIZE="$HVD_SELECTOR_SIZE"; '
+)
+
+
+@dataclass
+class RankResult:
+    passed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def read_junit(path: Path) -> RankResult:
+    """One rank's junit XML as test names per outcome (failure text: its first line)."""
+    result = RankResult()
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = case.get("name", "?")
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        skip = case.find("skipped")
+        if bad is not None:
+            result.failed[name] = (bad.get("message") or bad.text or "").strip().splitlines()[0][:300]
+        elif skip is not None:
+            result.skipped[name] = (skip.get("message") or "").strip()[:200]
+        else:
+            result.passed.append(name)
+    return result
+
+
+def stage(test_file: Path, work: Path) -> Path:
+    """Lay out parallel/test_torch.py, utils/common.py and the shim; returns the test's copy."""
+    common = test_file.resolve().parent.parent / "utils" / "common.py"
+    if not common.is_file():
+        raise FileNotFoundError(f"{common} is missing: pass test_torch.py inside Horovod's test/parallel/ directory")
+    (work / "parallel").mkdir(parents=True)
+    (work / "utils").mkdir()
+    (work / "shim" / "horovod").mkdir(parents=True)
+    shutil.copy(test_file, work / "parallel" / "test_torch.py")
+    shutil.copy(common, work / "utils" / "common.py")
+    (work / "shim" / "horovod" / "__init__.py").write_text("")
+    (work / "shim" / "horovod" / "torch.py").write_text(SHIM)
+    (work / "shim" / "mock.py").write_text(MOCK)
+    (work / "shim" / "horovod" / "runner" / "util").mkdir(parents=True)
+    (work / "shim" / "horovod" / "runner" / "__init__.py").write_text("")
+    (work / "shim" / "horovod" / "runner" / "util" / "__init__.py").write_text("")
+    (work / "shim" / "horovod" / "runner" / "util" / "threads.py").write_text(THREADS)
+    return work / "parallel" / "test_torch.py"
+
+
+def run(
+    test_file: Path, np_: int = 2, timeout: float = 1200, pytest_args: list[str] | None = None, env: dict | None = None
+) -> tuple[list[RankResult], subprocess.CompletedProcess[str]]:
+    """Run the suite under ``hvd-selector run -np N``; returns each rank's results and the launcher's output."""
+    env = dict(os.environ if env is None else env)
+    repo = Path(__file__).resolve().parents[2]
+    with tempfile.TemporaryDirectory(prefix="hvd-upstream-") as tmp:
+        work = Path(tmp)
+        copy = stage(test_file, work)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(work / "shim"), env.get("PYTHONPATH", "")) if p)
+        extra = " ".join(f"'{a}'" for a in (pytest_args or []))
+        command = (
+            RANK_ENV + f'exec "{sys.executable}" -m pytest -q -p no:cacheprovider -o addopts="" '
+            f'--junitxml="{work}/rank$HVD_SELECTOR_RANK.xml" "{copy}" {extra}'
+        )
+        argv = [sys.executable, "-m", "selector_backend", "run", "-np", str(np_), "sh", "-c", command]
+        proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+        env["PYTHONPATH"] = str(repo)
+        results = [read_junit(work / f"rank{r}.xml") for r in range(np_) if (work / f"rank{r}.xml").exists()]
+    return results, proc
+
+
+def summary(results: list[RankResult]) -> str:
+    lines = []
+    for r, res in enumerate(results):
+        lines.append(f"rank {r}: {len(res.passed)} passed, {len(res.failed)} failed, {len(res.skipped)} skipped")
+        for name, text in sorted(res.failed.items()):
+            lines.append(f"  FAILED {name}: {text}")
+        for name, text in sorted(res.skipped.items()):
+            lines.append(f"  skipped {name}: {text}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("test_file", type=Path, help="Horovod's test/parallel/test_torch.py")
+    parser.add_argument("--np", type=int, default=2, dest="np_")
+    parser.add_argument("--timeout", type=float, default=1200.0, help="seconds for the whole run")
+    parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest (e.g. -k join)")
+    args = parser.parse_args(argv)
+    if not args.test_file.is_file():
+        print(f"error: {args.test_file} is not a file; fetch Horovod and pass test/parallel/test_torch.py")
+        return 2
+    try:
+        results, proc = run(args.test_file, args.np_, args.timeout, args.pytest_args)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}")
+        return 2
+    if len(results) < args.np_:
+        print(proc.stdout[-4000:] + proc.stderr[-4000:])
+        print(f"error: only {len(results)} of {args.np_} ranks wrote results (launcher exit {proc.returncode})")
+        return 4
+    print(summary(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
