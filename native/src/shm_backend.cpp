@@ -1,11 +1,12 @@
 // Intra-host shared-memory transport, wrapped around the network backend
 // (Gloo TCP or MPI) of every controller. Ranks are grouped by host; ranks of
-// one host exchange data through one POSIX shared-memory segment, hosts
-// through the wrapped backend (one leader per host). See
-// docs/reference/native.md "Transports" for the reduction order and the
-// segment's lifetime.
+// one host exchange data through one anonymous shared-memory file (memfd: no
+// name ever exists, so a crash cannot leave one behind), hosts through the
+// wrapped backend (one leader per host). See docs/reference/transport.md for
+// the protocol, the reduction order and the segment's lifetime.
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -31,12 +32,17 @@
 #include "common.h"
 #include "kernels_cpu.h"
 
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x0001U
+#endif
+
 namespace hvd {
 namespace {
 
-constexpr uint64_t kMagic = 0x68766473686d3031ull;  // "hvdshm01"
+constexpr uint64_t kMagic = 0x68766473686d3032ull;  // "hvdshm02"
 constexpr size_t kLine = 64;
 constexpr size_t kSmall = size_t{64} << 10;  // allreduce payloads that ride in the agreement round
+constexpr size_t kAlign = 64;                // allreduce shares start on a cache line
 
 // One cache line per local rank: its phase counter, sleepers on it, its pid.
 struct alignas(kLine) RankLine {
@@ -67,31 +73,23 @@ std::string read_first_line(const char* path) {
   return line;
 }
 
+std::string read_link(const char* path) {
+  char buf[128] = {0};
+  ssize_t n = readlink(path, buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
 // Which host a rank runs on: HVD_SELECTOR_HOST_ID when set (tests force
-// "different hosts" on one machine with it), else hostname + boot id.
+// "different hosts" on one machine with it), else hostname + boot id + pid
+// namespace (peers find each other's memory and liveness through /proc, so
+// ranks in different pid namespaces of one machine cannot share).
 std::string host_identity() {
   std::string id = env("HVD_SELECTOR_HOST_ID");
   if (!id.empty()) return "id:" + id;
-  char name[256] = {0};
+  char name[64] = {0};
   gethostname(name, sizeof(name) - 1);
-  return std::string(name) + "/" + read_first_line("/proc/sys/kernel/random/boot_id");
-}
-
-std::string random_hex(size_t bytes) {
-  std::vector<unsigned char> raw(bytes);
-  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || read(fd, raw.data(), bytes) != static_cast<ssize_t>(bytes)) {
-    if (fd >= 0) close(fd);
-    throw Error(HVD_ERR_INTERNAL, "shm: cannot read /dev/urandom for a segment name");
-  }
-  close(fd);
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : raw) {
-    s += hex[c >> 4];
-    s += hex[c & 15];
-  }
-  return s;
+  return std::string(name) + "/" + read_first_line("/proc/sys/kernel/random/boot_id") + "/" +
+         read_link("/proc/self/ns/pid");
 }
 
 bool shm_enabled() {
@@ -99,6 +97,18 @@ bool shm_enabled() {
   if (v.empty() || v == "1" || v == "on" || v == "true" || v == "yes") return true;
   if (v == "0" || v == "off" || v == "false" || v == "no") return false;
   throw Error(HVD_ERR_INVALID, "HVD_SELECTOR_SHM=" + v + " must be 0 or 1");
+}
+
+// HVD_SELECTOR_SHM_SLOT (bytes per buffer), rounded to pages; else `fallback`.
+size_t slot_setting(size_t fallback) {
+  std::string v = env("HVD_SELECTOR_SHM_SLOT");
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (!end || *end || n < (size_t{128} << 10) || n > (size_t{1} << 30))
+    throw Error(HVD_ERR_INVALID,
+                "HVD_SELECTOR_SHM_SLOT=" + v + " must be a byte count from 131072 to 1073741824");
+  return static_cast<size_t>(n) & ~size_t{4095};
 }
 
 void cpu_relax() {
@@ -125,8 +135,8 @@ long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts
 // What the ranks learn about each other at init (exchanged over the wrapped backend).
 struct Announce {
   char host[200];
-  char segment[48];
   int32_t pid;
+  int32_t fd;  // the leader's memfd, opened by the others as /proc/<pid>/fd/<fd>
   int32_t ok;
 };
 
@@ -139,6 +149,7 @@ class ShmBackend : public Backend {
     std::string host = host_identity();
     std::strncpy(mine.host, host.c_str(), sizeof(mine.host) - 1);
     mine.pid = static_cast<int32_t>(getpid());
+    mine.fd = -1;
     std::vector<Announce> all(size);
     inner_->allgather(&mine, all.data(), sizeof(Announce));
     // Hosts in the order of their lowest rank; ranks within a host in rank order.
@@ -163,41 +174,43 @@ class ShmBackend : public Backend {
       inner_->barrier();
       return;
     }
-    // The host's leader creates the segment under a fresh random name, mode 0600.
-    size_t slot = std::clamp<size_t>((size_t{64} << 20) / local_size_, size_t{1} << 20, size_t{8} << 20);
-    std::string value = env("HVD_SELECTOR_SHM_SLOT");
-    if (!value.empty())
-      slot = std::max<size_t>(4096, std::strtoull(value.c_str(), nullptr, 10)) & ~size_t{4095};
-    slot_bytes_ = slot;
+    // Two buffers per local rank (double buffering: a rank fills one while
+    // its peers still read the other).
+    slot_bytes_ = slot_setting(size_t{1} << 20);
     header_bytes_ = (sizeof(Header) + sizeof(RankLine) * local_size_ + 4095) & ~size_t{4095};
-    map_bytes_ = header_bytes_ + slot_bytes_ * local_size_;
+    map_bytes_ = header_bytes_ + 2 * slot_bytes_ * local_size_;
+    // The host's leader creates the memory; the others open it through
+    // /proc while the leader keeps the descriptor open, so it never has a
+    // name in /dev/shm and goes away with the last rank that maps it.
     std::string error;
-    std::string name;
+    int fd = -1;
     if (local_index_ == 0) {
-      name = "/hvdsel-" + random_hex(16);
       try {
-        create(name);
-      } catch (const Error& exc) {
-        error = exc.what();
-        name.clear();
-      }
-      std::strncpy(mine.segment, name.c_str(), sizeof(mine.segment) - 1);
-    }
-    mine.ok = error.empty() ? 1 : 0;
-    inner_->allgather(&mine, all.data(), sizeof(Announce));
-    const Announce& leader = all[local[0]];
-    if (local_index_ != 0 && leader.ok) {
-      try {
-        attach(leader.segment);
+        fd = create();
       } catch (const Error& exc) {
         error = exc.what();
       }
+      mine.fd = fd;
     }
-    // Everyone of the host has mapped it (or failed): the name goes now, so
-    // nothing is left in /dev/shm whatever happens to the job later.
     mine.ok = error.empty() ? 1 : 0;
-    inner_->allgather(&mine, all.data(), sizeof(Announce));
-    if (local_index_ == 0 && !name.empty()) shm_unlink(name.c_str());
+    try {
+      inner_->allgather(&mine, all.data(), sizeof(Announce));
+      const Announce& leader = all[local[0]];
+      if (local_index_ != 0 && leader.ok) {
+        try {
+          attach(leader.pid, leader.fd);
+        } catch (const Error& exc) {
+          error = exc.what();
+        }
+      }
+      // Everyone of the host has mapped it (or failed): the descriptor goes.
+      mine.ok = error.empty() ? 1 : 0;
+      inner_->allgather(&mine, all.data(), sizeof(Announce));
+    } catch (...) {
+      if (fd >= 0) close(fd);
+      throw;
+    }
+    if (fd >= 0) close(fd);
     for (int r : local)
       if (!all[r].ok)
         throw Error(HVD_ERR_INTERNAL, "shm: rank " + std::to_string(r) +
@@ -242,14 +255,14 @@ class ShmBackend : public Backend {
     return inner_->transport();
   }
 
-  // On one host a small allreduce rides whole in the agreement round: one
-  // exchange through the segment, then every rank reduces in rank order.
   // Process sets travel over the network transport underneath.
   std::unique_ptr<Backend> subset(int id, const std::vector<int>& ranks, const hvd_store* store,
                                   const std::string& hostname, double timeout_s) override {
     return inner_->subset(id, ranks, store, hostname, timeout_s);
   }
 
+  // On one host a small allreduce rides whole in the agreement round: one
+  // exchange through the segment, then every rank reduces in rank order.
   size_t inline_limit() const override {
     return single_host() ? std::min({kSmall, (size_t{256} << 10) / local_size_, slot_bytes_ - 4096})
                          : Backend::inline_limit();
@@ -279,7 +292,6 @@ class ShmBackend : public Backend {
 
   void barrier() override {
     if (!single_host()) return inner_->barrier();
-    ready();
     arrive();
     wait_all();
   }
@@ -309,56 +321,65 @@ class ShmBackend : public Backend {
  private:
   bool single_host() const { return base_ != nullptr && groups_.size() == 1; }
   Header* header() const { return reinterpret_cast<Header*>(base_); }
-  unsigned char* slot(int i) const { return base_ + header_bytes_ + slot_bytes_ * static_cast<size_t>(i); }
+  // Local rank i's buffer of the current exchange (parity of exchange_).
+  unsigned char* slot(int i) const {
+    return base_ + header_bytes_ + slot_bytes_ * (2 * static_cast<size_t>(i) + (exchange_ & 1));
+  }
 
-  void create(const std::string& name) {
-    int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) throw Error(HVD_ERR_INTERNAL, "shm: cannot create " + name + ": " + std::strerror(errno));
+  int create() {
+    int fd = static_cast<int>(syscall(SYS_memfd_create, "hvd-selector", MFD_CLOEXEC));
+    if (fd < 0) throw Error(HVD_ERR_INTERNAL, std::string("shm: memfd_create: ") + std::strerror(errno));
     if (fchmod(fd, 0600) != 0 || ftruncate(fd, static_cast<off_t>(map_bytes_)) != 0) {
       std::string why = std::strerror(errno);
       close(fd);
-      shm_unlink(name.c_str());
-      throw Error(HVD_ERR_INTERNAL, "shm: cannot size " + name + ": " + why);
+      throw Error(HVD_ERR_INTERNAL, "shm: cannot size the shared memory: " + why);
     }
-    map(fd, name);
+    try {
+      map(fd);
+    } catch (...) {
+      close(fd);
+      throw;
+    }
+    return fd;
   }
 
-  void attach(const std::string& name) {
-    if (name.rfind("/hvdsel-", 0) != 0)
-      throw Error(HVD_ERR_INTERNAL, "shm: bad segment name from the leader");
-    int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0) throw Error(HVD_ERR_INTERNAL, "shm: cannot open " + name + ": " + std::strerror(errno));
+  void attach(int32_t pid, int32_t leader_fd) {
+    std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(leader_fd);
+    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) throw Error(HVD_ERR_INTERNAL, "shm: cannot open " + path + ": " + std::strerror(errno));
     struct stat st{};
     if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != map_bytes_ || (st.st_mode & 0077) != 0 ||
         st.st_uid != geteuid()) {
       close(fd);
-      throw Error(HVD_ERR_INTERNAL, "shm: segment " + name + " has the wrong size, owner or mode");
+      throw Error(HVD_ERR_INTERNAL, "shm: " + path + " has the wrong size, owner or mode");
     }
-    map(fd, name);
+    try {
+      map(fd);
+    } catch (...) {
+      close(fd);
+      throw;
+    }
+    close(fd);
   }
 
-  void map(int fd, const std::string& name) {
+  void map(int fd) {
     void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-      if (local_index_ == 0) shm_unlink(name.c_str());
-      throw Error(HVD_ERR_INTERNAL, "shm: cannot map " + name + ": " + std::strerror(errno));
-    }
+    if (p == MAP_FAILED) throw Error(HVD_ERR_INTERNAL, std::string("shm: mmap: ") + std::strerror(errno));
     base_ = static_cast<unsigned char*>(p);
   }
 
   // -------------------------------------------------------------- phases
   // Every local rank advances its own counter through the same phases; a
   // rank waits until every local counter reached the phase it needs.
+  // Exchanges alternate between each rank's two buffers: a rank may fill
+  // buffer b for exchange e once every rank arrived in exchange e-1, since
+  // each rank's reads of exchange e-2 (buffer b) precede that arrival.
   void arrive() {
     ++phase_;
     RankLine& me = lines_[local_index_];
     me.phase.store(phase_, std::memory_order_seq_cst);
     if (me.waiters.load(std::memory_order_seq_cst) > 0) futex(&me.phase, FUTEX_WAKE, INT_MAX, nullptr);
   }
-
-  // Before writing into its slot: every rank finished reading the last op.
-  void ready() { wait_all(); }
 
   [[noreturn]] void fail(hvd_status status, const std::string& why) {
     broken_ = why;
@@ -368,60 +389,74 @@ class ShmBackend : public Backend {
 
   void wait_all() {
     if (!broken_.empty()) throw Error(HVD_ERR_PEER, "shm: the job failed earlier (" + broken_ + ")");
-    for (int j = 0; j < local_size_; ++j) wait_for(j, phase_);
+    for (int j = 0; j < local_size_; ++j)
+      if (j != local_index_) wait_for(j, phase_);
   }
 
+  // Spin (a peer that is running answers within a microsecond), then give
+  // the core away (more ranks than cores), then sleep on the peer's futex
+  // in bounded steps that check the abort flag, the peer's pid and the job
+  // timeout.
   void wait_for(int j, uint32_t target) {
     RankLine& line = lines_[j];
     auto reached = [&] {
       return static_cast<int32_t>(line.phase.load(std::memory_order_acquire) - target) >= 0;
     };
-    for (int spin = 0; spin < 2000; ++spin) {
-      if (reached()) return;
-      cpu_relax();
+    if (reached()) return;
+    using clock = std::chrono::steady_clock;
+    const auto start = clock::now();
+    for (;;) {
+      for (int spin = 0; spin < 64; ++spin) {
+        if (reached()) return;
+        cpu_relax();
+      }
+      if (clock::now() - start > spin_) break;
     }
-    for (int spin = 0; spin < 20; ++spin) {
+    while (clock::now() - start < yield_) {
       if (reached()) return;
       sched_yield();
     }
-    auto start = std::chrono::steady_clock::now();
     while (!reached()) {
       if (header()->abort.load(std::memory_order_acquire))
         fail(HVD_ERR_PEER, "shm: another rank on this host gave up (a peer died or timed out)");
       if (gone(pids_[j]))
         fail(HVD_ERR_PEER, "shm: lost the peer rank " + std::to_string(groups_[group_of_[rank()]][j]) +
                                " (process " + std::to_string(pids_[j]) + " is gone), which probably died");
-      if (std::chrono::steady_clock::now() - start > timeout_)
+      if (clock::now() - start > timeout_)
         fail(HVD_ERR_TIMEOUT,
              "shm: a peer (rank " + std::to_string(groups_[group_of_[rank()]][j]) +
                  ") did not respond in time; raise HVD_SELECTOR_TIMEOUT if ranks are just slow");
       uint32_t seen = line.phase.load(std::memory_order_acquire);
       if (static_cast<int32_t>(seen - target) >= 0) return;
       line.waiters.fetch_add(1, std::memory_order_seq_cst);
-      timespec ts{0, 20 * 1000 * 1000};
+      timespec ts{0, 10 * 1000 * 1000};
       futex(&line.phase, FUTEX_WAIT, seen, &ts);
       line.waiters.fetch_sub(1, std::memory_order_seq_cst);
     }
   }
 
   // -------------------------------------------------------------- ops
+  // One exchange per slot-sized piece: everyone writes its piece, arrives,
+  // waits for all, copies the others' pieces out.
   void local_allgatherv(const void* in, void* out, const std::vector<size_t>& bytes) {
     size_t most = *std::max_element(bytes.begin(), bytes.end());
     std::vector<size_t> offset(local_size_ + 1, 0);
     for (int i = 0; i < local_size_; ++i) offset[i + 1] = offset[i] + bytes[i];
     const auto* src = static_cast<const unsigned char*>(in);
     auto* dst = static_cast<unsigned char*>(out);
+    if (bytes[local_index_] && dst + offset[local_index_] != src)
+      std::memmove(dst + offset[local_index_], src, bytes[local_index_]);
+    src = dst + offset[local_index_];
     for (size_t done = 0; done < most || done == 0; done += slot_bytes_) {
-      ready();
       size_t mine = bytes[local_index_] > done ? std::min(slot_bytes_, bytes[local_index_] - done) : 0;
       if (mine) std::memcpy(slot(local_index_), src + done, mine);
       arrive();
       wait_all();
       for (int i = 0; i < local_size_; ++i) {
         size_t n = bytes[i] > done ? std::min(slot_bytes_, bytes[i] - done) : 0;
-        if (n) std::memcpy(dst + offset[i] + done, slot(i), n);
+        if (n && i != local_index_) std::memcpy(dst + offset[i] + done, slot(i), n);
       }
-      arrive();
+      ++exchange_;
       if (most == 0) break;
     }
   }
@@ -430,54 +465,67 @@ class ShmBackend : public Backend {
     auto* p = static_cast<unsigned char*>(buf);
     for (size_t done = 0; done < bytes; done += slot_bytes_) {
       size_t n = std::min(slot_bytes_, bytes - done);
-      ready();
       if (local_index_ == root) std::memcpy(slot(root), p + done, n);
       arrive();
-      if (local_index_ != root) {
-        wait_for(root, phase_);
-        std::memcpy(p + done, slot(root), n);
-      }
-      arrive();
+      wait_all();
+      if (local_index_ != root) std::memcpy(p + done, slot(root), n);
+      ++exchange_;
     }
   }
 
-  // Each rank owns one share of every chunk: it sums that share over the
-  // local ranks in rank order into its output, publishes it, and everyone
-  // copies the other shares out.
+  // Byte offset of local rank i's share in a chunk of n elements.
+  size_t share_begin(size_t n, size_t esize, int i) const {
+    if (i >= local_size_) return n * esize;
+    return std::min(n * esize, (n * static_cast<size_t>(i) / local_size_ * esize) & ~(kAlign - 1));
+  }
+
+  // Reduce-scatter + allgather, one exchange per slot-sized chunk: every
+  // rank copies the others' shares of its chunk into its buffer; rank i
+  // reduces share i over the local ranks in rank order (its own values
+  // straight from its input) into its buffer with the target's vector
+  // kernels and copies the result to its output; then everyone copies the
+  // other shares out. Two phases per chunk; the next chunk goes to the other
+  // buffer, so nobody waits for the slowest reader before writing.
   void local_allreduce(const void* in, void* out, size_t count, hvd_dtype dtype, hvd_op op) {
     const size_t esize = dtype_size(dtype);
     const size_t per_chunk = slot_bytes_ / esize;
     const auto* src = static_cast<const unsigned char*>(in);
     auto* dst = static_cast<unsigned char*>(out);
-    const size_t L = static_cast<size_t>(local_size_);
+    const int me = local_index_;
+    std::vector<const unsigned char*> part(local_size_);
     for (size_t first = 0; first < count; first += per_chunk) {
-      size_t n = std::min(per_chunk, count - first);
-      ready();
-      std::memcpy(slot(local_index_), src + first * esize, n * esize);
+      const size_t n = std::min(per_chunk, count - first);
+      const unsigned char* from = src + first * esize;
+      unsigned char* to = dst + first * esize;
+      const size_t begin = share_begin(n, esize, me), end = share_begin(n, esize, me + 1);
+      unsigned char* mine = slot(me);
+      std::memcpy(mine, from, begin);  // the shares before mine, then those after
+      std::memcpy(mine + end, from + end, n * esize - end);
       arrive();
       wait_all();
-      size_t begin = n * local_index_ / L, end = n * (local_index_ + 1) / L;
-      unsigned char* mine = dst + (first + begin) * esize;
       if (end > begin) {
-        size_t off = begin * esize;
-        kernels::reduce(dtype, op, mine, slot(0) + off, slot(1) + off, end - begin);
-        for (int i = 2; i < local_size_; ++i)
-          kernels::reduce(dtype, op, mine, mine, slot(i) + off, end - begin);
-        std::memcpy(slot(local_index_) + off, mine, (end - begin) * esize);
+        for (int j = 0; j < local_size_; ++j) part[j] = j == me ? from + begin : slot(j) + begin;
+        const size_t m = (end - begin) / esize;
+        kernels::reduce(dtype, op, mine + begin, part[0], part[1], m);
+        for (int j = 2; j < local_size_; ++j)
+          kernels::reduce(dtype, op, mine + begin, mine + begin, part[j], m);
+        std::memcpy(to + begin, mine + begin, end - begin);
       }
       arrive();
       wait_all();
-      for (int i = 0; i < local_size_; ++i) {
-        if (i == local_index_) continue;
-        size_t b = n * i / L, e = n * (i + 1) / L;
-        if (e > b) std::memcpy(dst + (first + b) * esize, slot(i) + b * esize, (e - b) * esize);
+      for (int j = 0; j < local_size_; ++j) {
+        if (j == me) continue;
+        size_t b = share_begin(n, esize, j), e = share_begin(n, esize, j + 1);
+        if (e > b) std::memcpy(to + b, slot(j) + b, e - b);
       }
-      arrive();
+      ++exchange_;
     }
   }
 
   std::unique_ptr<Backend> inner_;
   std::chrono::duration<double> timeout_;
+  std::chrono::microseconds spin_{std::atol(env("HVD_SELECTOR_SHM_SPIN_US").empty() ? "50" : env("HVD_SELECTOR_SHM_SPIN_US").c_str())};
+  std::chrono::microseconds yield_{std::atol(env("HVD_SELECTOR_SHM_YIELD_US").empty() ? "2000" : env("HVD_SELECTOR_SHM_YIELD_US").c_str())};
   std::vector<int> group_of_;
   std::vector<std::vector<int>> groups_;
   int local_size_ = 1, local_index_ = 0;
@@ -486,6 +534,7 @@ class ShmBackend : public Backend {
   RankLine* lines_ = nullptr;
   std::vector<int32_t> pids_;
   uint32_t phase_ = 0;
+  uint64_t exchange_ = 0;
   std::string broken_;
   std::vector<unsigned char> scratch_;
 };

@@ -10,17 +10,27 @@ import numpy as np
 
 import hvd_selector as hvd
 
+
+
+def _link(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:  # the descriptor listing the directory is gone by now
+        return ""
+
+
 out_dir, scenario = Path(sys.argv[1]), sys.argv[2]
 hvd.init()
 rank, size = hvd.rank(), hvd.size()
 
-if scenario == "inspect":
+if scenario == "inspect":  # the mapping: its file, mode, and who still holds a descriptor
     for line in Path("/proc/self/maps").read_text().splitlines():
-        if "/dev/shm/hvdsel-" in line:
-            span, path = line.split()[0], line.split()[5]
-            mode = os.stat(f"/proc/self/map_files/{span}").st_mode & 0o777
-            gone = "deleted" if not os.path.exists(path) else "present"
-            (out_dir / f"segment{rank}.txt").write_text(f"{path} {oct(mode)} {gone}")
+        if "memfd:hvd-selector" in line:
+            span = line.split()[0]
+            st = os.stat(f"/proc/self/map_files/{span}")
+            fds = [f for f in Path("/proc/self/fd").iterdir() if "memfd:hvd-selector" in _link(f)]
+            words = (line.split(None, 5)[5], oct(st.st_mode & 0o777), f"{st.st_dev}:{st.st_ino}", f"fds={len(fds)}")
+            (out_dir / f"segment{rank}.txt").write_text("|".join(words))
             break
 elif scenario == "kill":  # rank 2 is killed while everyone is inside allreduces
     big = np.ones(1 << 22, np.float32)
