@@ -48,6 +48,15 @@ def expected_allreduce(size: int, dtype: str, op: str, pre: float, post: float, 
     return cast(acc, dtype)
 
 
+BIG = 70_001  # elements: past the inline payload limit, odd so shares are uneven
+
+
+def big_rows(rank: int) -> np.ndarray:
+    """Rank r contributes 20,000 * (r + 1) + 1 rows of 2 (rank r's rows end in r)."""
+    n = 20_000 * (rank + 1) + 1
+    return ((np.arange(2 * n, dtype=np.float64) % 11) + rank).reshape(n, 2)
+
+
 def gather_rows(rank: int) -> np.ndarray:
     """Rank r contributes r+1 rows of 3."""
     return np.arange((rank + 1) * 3, dtype=np.float64).reshape(rank + 1, 3) + 100 * rank

@@ -53,6 +53,16 @@ def check_every_op_and_dtype(ranks: list[dict[str, np.ndarray]], tmp_path: Path)
             _same(got[f"alltoall/{dtype}"], cases.cast(cases.expected_alltoall(rank, np_), dtype), f"alltoall/{dtype}")
         even = np.concatenate([np.arange(2 * rank, 2 * rank + 2, dtype=np.int32) + 10 * src for src in range(np_)])
         _same(got["alltoall_even"], even, "alltoall_even")
+        for dtype in cases.NUMPY_DTYPES:
+            for op in cases.OPS:
+                key = f"allreduce_big/{dtype}/{op}"
+                _same(got[key], cases.expected_allreduce(np_, dtype, op, 1.0, 1.0, cases.BIG), key)
+            rows = np.concatenate([cases.big_rows(r) for r in range(np_)])
+            _same(got[f"allgather_big/{dtype}"], cases.cast(rows, dtype), f"allgather_big/{dtype}")
+            want_b = cases.cast(cases.big_rows(np_ - 1), dtype)
+            _same(got[f"broadcast_big/{dtype}"], want_b, f"broadcast_big/{dtype}")
+        want = cases.expected_allreduce(np_, "float32", "Sum", 1.0, 1.0, cases.BIG)
+        _same(got["allreduce_big_/float32/Sum"], want, "allreduce_ (big)")
         want = cases.expected_allreduce(np_, "float32", "Sum", 1.0, 1.0)
         _same(got["allreduce_/float32/Sum"], want, "allreduce_")
         for small in (False, True):

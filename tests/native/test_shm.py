@@ -24,14 +24,20 @@ def _segments() -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "np_,hosts,pair01,pair02",
-    [(2, 1, "shm", None), (4, 1, "shm", "shm"), (4, 2, "shm", "gloo tcp"), (4, 3, "shm", "gloo tcp")],
+    "np_,hosts,slot,pair01,pair02",
+    [
+        (2, 1, "", "shm", None),
+        (4, 1, "131072", "shm", "shm"),  # small buffers: large tensors cross many chunks
+        (4, 2, "131072", "shm", "gloo tcp"),
+        (4, 3, "", "shm", "gloo tcp"),
+    ],
 )
 def test_every_op_over_shm_and_hierarchy(
-    gloo_build: Build, np_: int, hosts: int, pair01: str, pair02: str | None, tmp_path: Path
+    gloo_build: Build, np_: int, hosts: int, slot: str, pair01: str, pair02: str | None, tmp_path: Path
 ) -> None:
     before = _segments()
-    check_every_op_and_dtype(results(gloo_build, np_, tmp_path, str(hosts)), tmp_path)
+    env = {"HVD_SELECTOR_SHM_SLOT": slot} if slot else {}
+    check_every_op_and_dtype(results(gloo_build, np_, tmp_path, str(hosts), **env), tmp_path)
     transport = (tmp_path / "transport0.txt").read_text()
     assert f"0-1 {pair01}" in transport, transport
     if pair02:

@@ -44,6 +44,19 @@ for dtype in cases.NUMPY_DTYPES:
     a2a = cases.cast(cases.alltoall_input(rank, size), dtype)
     saved[f"alltoall/{dtype}"] = hvd.alltoall(a2a, splits=cases.alltoall_splits(rank, size))
 
+# Beyond the agreement round's inline payload and (with a small
+# HVD_SELECTOR_SHM_SLOT) over several shared-memory chunks.
+for dtype in cases.NUMPY_DTYPES:
+    for op_name, op in cases.OPS.items():
+        x = cases.cast(cases.values(rank, cases.BIG), dtype)
+        saved[f"allreduce_big/{dtype}/{op_name}"] = hvd.allreduce(x, op=op)
+    saved[f"allgather_big/{dtype}"] = hvd.allgather(cases.cast(cases.big_rows(rank), dtype))
+    mine = cases.big_rows(size - 1) if rank == size - 1 else np.zeros_like(cases.big_rows(size - 1))
+    saved[f"broadcast_big/{dtype}"] = hvd.broadcast(cases.cast(mine, dtype), root_rank=size - 1)
+big_inplace = cases.cast(cases.values(rank, cases.BIG), "float32")
+hvd.allreduce_(big_inplace, op=hvd.Sum)
+saved["allreduce_big_/float32/Sum"] = big_inplace
+
 inplace = cases.cast(cases.values(rank), "float32")
 same = hvd.allreduce_(inplace, op=hvd.Sum)
 assert same is inplace

@@ -11,7 +11,6 @@ import numpy as np
 import hvd_selector as hvd
 
 
-
 def _link(path: Path) -> str:
     try:
         return os.readlink(path)
