@@ -323,6 +323,15 @@ def grouped_allreduce(
     name: str | None = None,
 ) -> list[Any]:
     """Allreduce many tensors through fusion buffers (see fusion_threshold())."""
+    # numpy arrays of one dtype: results are views of one flat array the core
+    # reduces in place, and no Python code runs per tensor (None: other input).
+    if not isinstance(tensors, (list, tuple)):
+        tensors = list(tensors)  # read once, whichever path takes it
+    outs = _core.grouped_allreduce_numpy(
+        tensors, np.ndarray, np.empty, _check_op(op), float(prescale_factor), float(postscale_factor)
+    )
+    if outs is not None:
+        return outs
     ins = [t if type(t) is np.ndarray else _check(t, "grouped_allreduce") for t in tensors]
     if ins and type(ins[0]) is not np.ndarray:
         _gpu_guard(ins[0])

@@ -185,6 +185,95 @@ std::vector<hvd_tensor> tensors(const std::vector<Array>& arrays, const char* wh
   return out;
 }
 
+// A numpy array's dtype from its buffer format (native byte order only).
+bool buffer_dtype(const Py_buffer& v, hvd_dtype* out) {
+  const char* f = v.format ? v.format : "B";
+  if (*f == '=' || *f == '@' || (*f == '<' && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)) ++f;
+  if (!*f || f[1]) return false;
+  switch (*f) {
+    case 'e': *out = HVD_FLOAT16; return true;
+    case 'f': *out = HVD_FLOAT32; return true;
+    case 'd': *out = HVD_FLOAT64; return true;
+    case '?': *out = HVD_BOOL; return true;
+    case 'b': *out = HVD_INT8; return true;
+    case 'B': *out = HVD_UINT8; return true;
+    case 'h': *out = HVD_INT16; return v.itemsize == 2;
+    case 'i':
+    case 'l':
+    case 'q':
+      if (v.itemsize == 4) *out = HVD_INT32;
+      if (v.itemsize == 8) *out = HVD_INT64;
+      return v.itemsize == 4 || v.itemsize == 8;
+    default: return false;
+  }
+}
+
+// grouped_allreduce for a list of C-contiguous numpy arrays of one dtype,
+// without a Python-level pass per tensor: inputs are read through the
+// buffer protocol, the results land in one flat array from `empty` (the
+// fusion buffer itself) and come back as views of it. None when the list
+// is anything else: the caller then takes the general path, which also
+// explains what is wrong with an input.
+nb::object grouped_allreduce_numpy(nb::handle seq, nb::handle ndarray_type, nb::handle empty, int op,
+                                   double pre, double post) {
+  nb::object items = nb::steal(PySequence_Fast(seq.ptr(), "grouped_allreduce: expected a sequence"));
+  if (!items.is_valid()) throw nb::python_error();
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(items.ptr());
+  PyObject** objs = PySequence_Fast_ITEMS(items.ptr());
+  if (n == 0) return nb::none();
+  std::vector<hvd_tensor> ins(static_cast<size_t>(n)), outs;
+  size_t total = 0;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (Py_TYPE(objs[i]) != reinterpret_cast<PyTypeObject*>(ndarray_type.ptr())) return nb::none();
+    Py_buffer v;
+    if (PyObject_GetBuffer(objs[i], &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
+      PyErr_Clear();
+      return nb::none();
+    }
+    hvd_tensor& t = ins[static_cast<size_t>(i)];
+    bool ok = buffer_dtype(v, &t.dtype) && v.ndim <= HVD_MAX_DIMS && (i == 0 || t.dtype == ins[0].dtype);
+    t.ndim = v.ndim;
+    for (int k = 0; ok && k < v.ndim; ++k) t.shape[k] = static_cast<int64_t>(v.shape[k]);
+    t.data = v.buf;  // the list holds the array, which holds its memory
+    t.device = HVD_DEVICE_CPU;
+    total += static_cast<size_t>(v.itemsize > 0 ? v.len / v.itemsize : 0);
+    PyBuffer_Release(&v);
+    if (!ok) return nb::none();
+  }
+  nb::object flat = empty(total, nb::handle(objs[0]).attr("dtype"));
+  Py_buffer fv;
+  if (PyObject_GetBuffer(flat.ptr(), &fv, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) throw nb::python_error();
+  auto* at = static_cast<unsigned char*>(fv.buf);
+  const size_t esize = static_cast<size_t>(fv.itemsize);
+  PyBuffer_Release(&fv);
+  outs = ins;
+  std::vector<size_t> ends(ins.size());
+  size_t end = 0;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    size_t count = 1;
+    for (int k = 0; k < ins[i].ndim; ++k) count *= static_cast<size_t>(ins[i].shape[k]);
+    outs[i].data = at + end * esize;
+    ends[i] = end += count;
+  }
+  call([&] {
+    return hvd_grouped_allreduce(ins.data(), outs.data(), ins.size(), static_cast<hvd_op>(op), pre, post);
+  });
+  nb::list result;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    size_t begin = i ? ends[i - 1] : 0;
+    nb::object slice = nb::steal(PySlice_New(nb::int_(begin).ptr(), nb::int_(ends[i]).ptr(), nullptr));
+    nb::object view = nb::steal(PyObject_GetItem(flat.ptr(), slice.ptr()));
+    if (!view.is_valid()) throw nb::python_error();
+    if (ins[i].ndim != 1) {
+      nb::list shape;
+      for (int k = 0; k < ins[i].ndim; ++k) shape.append(ins[i].shape[k]);
+      view = view.attr("reshape")(nb::tuple(shape));
+    }
+    result.append(view);
+  }
+  return result;
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -223,6 +312,7 @@ NB_MODULE(_core, m) {
             return hvd_grouped_allreduce(ti.data(), to.data(), ti.size(), static_cast<hvd_op>(op), pre, post);
           });
         });
+  m.def("grouped_allreduce_numpy", &grouped_allreduce_numpy);
   m.def("allgather_prepare", [](const Array& in) {
     hvd_tensor t = to_tensor(in, "allgather");
     std::vector<int64_t> dims(static_cast<size_t>(std::max(hvd_size(), 1)));

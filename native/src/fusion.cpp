@@ -80,18 +80,34 @@ void reduce_chunk(const hvd_tensor* in, hvd_tensor* out, size_t begin, size_t en
     if (post != 1.0) kernels::scale(dtype, out[begin].data, out[begin].data, n, post);
     return;
   }
-  if (g_fusion_buffer.size() < total * esize) g_fusion_buffer.resize(total * esize);
-  unsigned char* buf = g_fusion_buffer.data();
+  // Outputs that lie back to back in memory (grouped_allreduce_flat, or
+  // views of one buffer) are the fusion buffer themselves: no unpacking,
+  // unless an input lies inside that span anywhere but at its own place.
+  auto* first = static_cast<unsigned char*>(out[begin].data);
+  bool contiguous = true;
+  for (size_t i = begin, at = 0; i < end && contiguous; ++i) {
+    auto* src = static_cast<const unsigned char*>(in[i].data);
+    size_t bytes = static_cast<size_t>(num_elements(in[i])) * esize;
+    bool apart = src + bytes <= first || src >= first + total * esize;
+    contiguous = out[i].data == first + at && (src == first + at || apart);
+    at += bytes;
+  }
+  if (!contiguous && g_fusion_buffer.size() < total * esize) g_fusion_buffer.resize(total * esize);
+  unsigned char* buf = contiguous ? first : g_fusion_buffer.data();
   size_t offset = 0;
   for (size_t i = begin; i < end; ++i) {
     size_t n = static_cast<size_t>(num_elements(in[i]));
     if (prescale != 1.0)
       kernels::scale(dtype, buf + offset, in[i].data, n, prescale);
-    else
-      std::memcpy(buf + offset, in[i].data, n * esize);
+    else if (buf + offset != in[i].data)
+      std::memmove(buf + offset, in[i].data, n * esize);
     offset += n * esize;
   }
   reduce_agreed(d, nullptr, buf, total, dtype, op);
+  if (contiguous) {
+    if (post != 1.0) kernels::scale(dtype, buf, buf, total, post);
+    return;
+  }
   offset = 0;
   for (size_t i = begin; i < end; ++i) {
     size_t n = static_cast<size_t>(num_elements(in[i]));

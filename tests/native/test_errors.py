@@ -56,6 +56,8 @@ def test_mismatch_across_ranks(any_build: Build, scenario: str, tmp_path: Path) 
     [
         ("noncontiguous", "ValueError", "not C-contiguous; pass np.ascontiguousarray(x) or x.contiguous()"),
         ("unsupported", "TypeError", "unsupported dtype complex64; supported: float16, bfloat16"),
+        ("grouped_noncontiguous", "ValueError", "not C-contiguous; pass np.ascontiguousarray(x)"),
+        ("grouped_unsupported", "TypeError", "unsupported dtype complex64; supported: float16, bfloat16"),
     ],
 )
 def test_local_bad_input(gloo_build: Build, scenario: str, error: str, text: str, tmp_path: Path) -> None:

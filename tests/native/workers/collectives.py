@@ -72,6 +72,10 @@ for threshold in (hvd.fusion_threshold(), 256):
         outs = hvd.grouped_allreduce(ins, op=cases.OPS[op_name])
         for i, o in enumerate(outs):
             saved[f"grouped/{threshold == 256}/{op_name}/{i}"] = o
+        # One dtype (the numpy fast path: results are views of one flat array).
+        outs = hvd.grouped_allreduce(tuple(ins[:21]), op=cases.OPS[op_name])
+        for i, o in enumerate(outs):
+            saved[f"grouped1/{threshold == 256}/{op_name}/{i}"] = o
 hvd.barrier()
 
 try:

@@ -45,6 +45,10 @@ elif scenario == "big_shape":  # large payload path (not the small one-round pat
     record(lambda: hvd.allreduce(np.ones((1 << 16) + rank, np.float32)))
 elif scenario == "noncontiguous":
     record(lambda: hvd.allreduce(np.ones((4, 4), np.float32)[:, 1]))
+elif scenario == "grouped_noncontiguous":  # numpy fast path hands over to the general one
+    record(lambda: hvd.grouped_allreduce([np.ones(3, np.float32), np.ones((4, 4), np.float32)[:, 1]]))
+elif scenario == "grouped_unsupported":
+    record(lambda: hvd.grouped_allreduce([np.ones(4, np.complex64)] * 2))
 elif scenario == "unsupported":
     record(lambda: hvd.allreduce(np.ones(4, np.complex64)))
 elif scenario == "die_before":
