@@ -41,8 +41,10 @@ namespace {
 
 constexpr uint64_t kMagic = 0x68766473686d3032ull;  // "hvdshm02"
 constexpr size_t kLine = 64;
-constexpr size_t kSmall = size_t{64} << 10;  // allreduce payloads that ride in the agreement round
-constexpr size_t kAlign = 64;                // allreduce shares start on a cache line
+constexpr size_t kSmall = size_t{64} << 10;     // allreduce payloads that ride in the agreement round
+constexpr size_t kAlign = 64;                   // allreduce shares start on a cache line
+constexpr int kSpin = 64;                       // pause instructions before polling with sched_yield
+constexpr std::chrono::milliseconds kYield{2};  // polling with sched_yield before sleeping on a futex
 
 // One cache line per local rank: its phase counter, sleepers on it, its pid.
 struct alignas(kLine) RankLine {
@@ -393,28 +395,28 @@ class ShmBackend : public Backend {
       if (j != local_index_) wait_for(j, phase_);
   }
 
-  // Spin (a peer that is running answers within a microsecond), then give
-  // the core away (more ranks than cores), then sleep on the peer's futex
-  // in bounded steps that check the abort flag, the peer's pid and the job
-  // timeout.
+  // Spin briefly (a running peer answers within a microsecond), then poll
+  // with sched_yield: when ranks share a core (more ranks, or other jobs,
+  // than cores) the peer runs at once instead of after our time slice, and
+  // on an idle core it costs one system call per poll. After kYield, sleep
+  // on the peer's futex in bounded steps that check the abort flag, the
+  // peer's pid and the job timeout.
   void wait_for(int j, uint32_t target) {
     RankLine& line = lines_[j];
     auto reached = [&] {
       return static_cast<int32_t>(line.phase.load(std::memory_order_acquire) - target) >= 0;
     };
-    if (reached()) return;
+    for (int spin = 0; spin < kSpin; ++spin) {
+      if (reached()) return;
+      cpu_relax();
+    }
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
-    for (;;) {
-      for (int spin = 0; spin < 64; ++spin) {
+    while (clock::now() - start < kYield) {
+      for (int i = 0; i < 4; ++i) {
         if (reached()) return;
-        cpu_relax();
+        sched_yield();
       }
-      if (clock::now() - start > spin_) break;
-    }
-    while (clock::now() - start < yield_) {
-      if (reached()) return;
-      sched_yield();
     }
     while (!reached()) {
       if (header()->abort.load(std::memory_order_acquire))
@@ -524,8 +526,6 @@ class ShmBackend : public Backend {
 
   std::unique_ptr<Backend> inner_;
   std::chrono::duration<double> timeout_;
-  std::chrono::microseconds spin_{std::atol(env("HVD_SELECTOR_SHM_SPIN_US").empty() ? "50" : env("HVD_SELECTOR_SHM_SPIN_US").c_str())};
-  std::chrono::microseconds yield_{std::atol(env("HVD_SELECTOR_SHM_YIELD_US").empty() ? "2000" : env("HVD_SELECTOR_SHM_YIELD_US").c_str())};
   std::vector<int> group_of_;
   std::vector<std::vector<int>> groups_;
   int local_size_ = 1, local_index_ = 0;
