@@ -197,6 +197,7 @@ def main() -> int:
         return 0
 
     b = _builder()
+    load_before = os.getloadavg()[0]
     builds = b.benchmark_builds()
     RESULTS.mkdir(parents=True, exist_ok=True)
     venv = _mpich_venv()
@@ -217,9 +218,10 @@ def main() -> int:
             results[kind] = _best(results.get(kind), json.loads(out.read_text()))
             out.unlink()
     _table(results)
+    _targets(results)
     summary = {
         "command": "python -m benchmarks.bench_allreduce " + " ".join(sys.argv[1:]),
-        "machine": f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+        "machine": f"{os.cpu_count()} cores, 1-minute load {load_before:.1f} at start, {os.getloadavg()[0]:.1f} at end",
         "results": results,
     }
     (RESULTS / "allreduce.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -251,6 +253,26 @@ def _table(results: dict) -> None:
             print(
                 f"| {kind} | {r['bytes']} | {r['hvd_s'] * 1e6:.1f} us | {r['peer_s'] * 1e6:.1f} us | "
                 f"{m['peer_s'] * 1e6:.1f} us | {r['hvd_s'] / m['peer_s']:.2f}x | {bound:.0%} |"
+            )
+
+
+# Issue 14's targets for each build, 2 ranks: size -> (most x MPICH's time, least share of the memcpy bound).
+TARGETS = {4 << 10: (2.0, 0.0), 1 << 20: (1.0, 0.0), 64 << 20: (1.0, 0.5)}
+
+
+def _targets(results: dict) -> None:
+    """One line per target: the measured ratio and whether it is met."""
+    for kind in ("gloo", "mpi"):
+        for r in results[kind]["rows"]:
+            if r["bytes"] not in TARGETS:
+                continue
+            most, least = TARGETS[r["bytes"]]
+            ratio, bound = r["hvd_s"] / r["mpich_s"], 2 * r["memcpy_s"] / r["hvd_s"]
+            ok = ratio <= most and bound >= least
+            want = f"<= {most:g}x MPICH" + (f", >= {least:.0%} of bound" if least else "")
+            print(
+                f"target {kind} {r['bytes'] >> 10} KiB: {ratio:.2f}x MPICH, {bound:.0%} of bound ({want}): "
+                f"{'met' if ok else 'MISSED'}"
             )
 
 

@@ -41,10 +41,11 @@ namespace {
 
 constexpr uint64_t kMagic = 0x68766473686d3032ull;  // "hvdshm02"
 constexpr size_t kLine = 64;
-constexpr size_t kSmall = size_t{64} << 10;     // allreduce payloads that ride in the agreement round
-constexpr size_t kAlign = 64;                   // allreduce shares start on a cache line
-constexpr int kSpin = 64;                       // pause instructions before polling with sched_yield
-constexpr std::chrono::milliseconds kYield{2};  // polling with sched_yield before sleeping on a futex
+constexpr size_t kSmall = size_t{64} << 10;            // allreduce payloads that ride in the agreement round
+constexpr size_t kAlign = 64;                          // allreduce shares start on a cache line
+constexpr int kSpin = 64;                              // pause instructions before polling with sched_yield
+constexpr std::chrono::milliseconds kYield{2};         // polling with sched_yield before sleeping on a futex
+constexpr std::chrono::microseconds kPinnedSpin{200};  // spinning first when bound to one CPU
 
 // One cache line per local rank: its phase counter, sleepers on it, its pid.
 struct alignas(kLine) RankLine {
@@ -128,6 +129,12 @@ bool gone(int32_t pid) {
   auto close_paren = stat.rfind(')');
   return close_paren != std::string::npos && close_paren + 2 < stat.size() &&
          (stat[close_paren + 2] == 'Z' || stat[close_paren + 2] == 'X');
+}
+
+bool bound_to_one_cpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
 }
 
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
@@ -412,6 +419,14 @@ class ShmBackend : public Backend {
     }
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
+    // Pinned to one CPU (mpiexec binds ranks to cores): the peer can never
+    // run on ours, so yielding would only hand our time to other jobs.
+    while (pinned_ && clock::now() - start < kPinnedSpin) {
+      for (int spin = 0; spin < kSpin; ++spin) {
+        if (reached()) return;
+        cpu_relax();
+      }
+    }
     while (clock::now() - start < kYield) {
       for (int i = 0; i < 4; ++i) {
         if (reached()) return;
@@ -534,6 +549,7 @@ class ShmBackend : public Backend {
   RankLine* lines_ = nullptr;
   std::vector<int32_t> pids_;
   uint32_t phase_ = 0;
+  bool pinned_ = bound_to_one_cpu();
   uint64_t exchange_ = 0;
   std::string broken_;
   std::vector<unsigned char> scratch_;

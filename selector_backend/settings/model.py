@@ -113,9 +113,12 @@ OTHER_ENV: dict[str, str] = {
     ENV_PREFIX + "RENDEZVOUS_PORT": "runtime (mpirun, Slurm, torchrun jobs): the port rank 0 serves the store on",
     ENV_PREFIX + "SECRET_FILE": "runtime: a file holding the job secret (jobs not started by hvd-selector run)",
     ENV_PREFIX + "SHM": "runtime: 0 turns the shared-memory transport between ranks on one host off (default 1)",
+    ENV_PREFIX + "SHM_SLOT": "runtime: bytes per shared-memory buffer (two per local rank; 131072 to 1073741824, "
+    "default 1048576)",
     ENV_PREFIX + "OBJECT_PICKLE": "hvd_selector.torch: 1 on every rank lets broadcast_object/allgather_object use "
     "full pickle (default: torch.load with weights_only=True)",
-    ENV_PREFIX + "HOST_ID": "runtime: ranks with the same value count as one host (default: host name + boot id)",
+    ENV_PREFIX + "HOST_ID": "runtime: ranks with the same value count as one host "
+    "(default: host name + boot id + pid namespace)",
 }
 
 
