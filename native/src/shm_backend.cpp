@@ -41,9 +41,10 @@ namespace {
 
 constexpr uint64_t kMagic = 0x68766473686d3032ull;  // "hvdshm02"
 constexpr size_t kLine = 64;
-constexpr size_t kSmall = size_t{64} << 10;            // allreduce payloads that ride in the agreement round
-constexpr size_t kAlign = 64;                          // allreduce shares start on a cache line
-constexpr int kSpin = 64;                              // pause instructions before polling with sched_yield
+constexpr size_t kSmall = size_t{64} << 10;  // allreduce payloads that ride in the agreement round
+constexpr size_t kAlign = 64;                // allreduce shares start on a cache line
+constexpr size_t kBlock = size_t{16} << 10;  // bytes reduced then copied out at a time (a multiple of kAlign)
+constexpr int kSpin = 64;                    // pause instructions before polling with sched_yield
 constexpr std::chrono::milliseconds kYield{2};         // polling with sched_yield before sleeping on a futex
 constexpr std::chrono::microseconds kPinnedSpin{200};  // spinning first when bound to one CPU
 
@@ -520,13 +521,14 @@ class ShmBackend : public Backend {
       std::memcpy(mine + end, from + end, n * esize - end);
       arrive();
       wait_all();
-      if (end > begin) {
-        for (int j = 0; j < local_size_; ++j) part[j] = j == me ? from + begin : slot(j) + begin;
-        const size_t m = (end - begin) / esize;
-        kernels::reduce(dtype, op, mine + begin, part[0], part[1], m);
-        for (int j = 2; j < local_size_; ++j)
-          kernels::reduce(dtype, op, mine + begin, mine + begin, part[j], m);
-        std::memcpy(to + begin, mine + begin, end - begin);
+      // In L1-sized blocks, so the copy to the output reads what the kernel just wrote.
+      for (size_t at = begin; at < end; at += kBlock) {
+        const size_t bytes = std::min(kBlock, end - at);
+        const size_t m = bytes / esize;
+        for (int j = 0; j < local_size_; ++j) part[j] = j == me ? from + at : slot(j) + at;
+        kernels::reduce(dtype, op, mine + at, part[0], part[1], m);
+        for (int j = 2; j < local_size_; ++j) kernels::reduce(dtype, op, mine + at, mine + at, part[j], m);
+        std::memcpy(to + at, mine + at, bytes);
       }
       arrive();
       wait_all();
