@@ -56,10 +56,17 @@ def test_shm_off(gloo_build: Build, tmp_path: Path) -> None:
     assert (tmp_path / "transport0.txt").read_text() == "gloo tcp; 0-1 gloo tcp"
 
 
-def test_bad_shm_setting_is_one_line(gloo_build: Build, tmp_path: Path) -> None:
-    proc = launch(gloo_build, 2, "shm.py", str(tmp_path), "plain", cwd=tmp_path, HVD_SELECTOR_SHM="maybe")
+@pytest.mark.parametrize(
+    "name,value,text",
+    [
+        ("HVD_SELECTOR_SHM", "maybe", "HVD_SELECTOR_SHM=maybe must be 0 or 1"),
+        ("HVD_SELECTOR_SHM_SLOT", "4096", "HVD_SELECTOR_SHM_SLOT=4096 must be a byte count from 131072"),
+    ],
+)
+def test_bad_shm_setting_is_one_line(gloo_build: Build, name: str, value: str, text: str, tmp_path: Path) -> None:
+    proc = launch(gloo_build, 2, "shm.py", str(tmp_path), "plain", cwd=tmp_path, **{name: value})
     assert proc.returncode != 0
-    assert "HVD_SELECTOR_SHM=maybe must be 0 or 1" in proc.stdout + proc.stderr
+    assert text in proc.stdout + proc.stderr
 
 
 def test_segment_is_private_and_nameless(gloo_build: Build, tmp_path: Path) -> None:
