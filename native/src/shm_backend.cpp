@@ -218,15 +218,17 @@ class ShmBackend : public Backend {
       inner_->allgather(&mine, all.data(), sizeof(Announce));
     } catch (...) {
       if (fd >= 0) close(fd);
+      unmap();
       throw;
     }
     if (fd >= 0) close(fd);
-    for (int r : local)
-      if (!all[r].ok)
-        throw Error(HVD_ERR_INTERNAL, "shm: rank " + std::to_string(r) +
-                                          " could not share memory with rank " + std::to_string(rank) +
-                                          (error.empty() ? "" : " (" + error + ")") +
-                                          "; set HVD_SELECTOR_SHM=0 to use the network between local ranks");
+    for (int r : local) {
+      if (all[r].ok) continue;
+      unmap();
+      throw Error(HVD_ERR_INTERNAL, "shm: rank " + std::to_string(r) + " could not share memory with rank " +
+                                        std::to_string(rank) + (error.empty() ? "" : " (" + error + ")") +
+                                        "; set HVD_SELECTOR_SHM=0 to use the network between local ranks");
+    }
     lines_ = reinterpret_cast<RankLine*>(base_ + sizeof(Header));
     lines_[local_index_].pid = mine.pid;
     for (int i = 0; i < local_size_; ++i) pids_.push_back(all[local[i]].pid);
@@ -236,13 +238,13 @@ class ShmBackend : public Backend {
       header()->magic = kMagic;
     }
     inner_->barrier();
-    if (header()->magic != kMagic || header()->slot_bytes != slot_bytes_)
+    if (header()->magic != kMagic || header()->slot_bytes != slot_bytes_) {
+      unmap();
       throw Error(HVD_ERR_INTERNAL, "shm: segment header mismatch");
+    }
   }
 
-  ~ShmBackend() override {
-    if (base_) munmap(base_, map_bytes_);
-  }
+  ~ShmBackend() override { unmap(); }
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -370,6 +372,11 @@ class ShmBackend : public Backend {
       throw;
     }
     close(fd);
+  }
+
+  void unmap() {
+    if (base_) munmap(base_, map_bytes_);
+    base_ = nullptr;
   }
 
   void map(int fd) {
