@@ -80,7 +80,7 @@ void reduce_chunk(const hvd_tensor* in, hvd_tensor* out, size_t begin, size_t en
     if (post != 1.0) kernels::scale(dtype, out[begin].data, out[begin].data, n, post);
     return;
   }
-  // Outputs that lie back to back in memory (grouped_allreduce_flat, or
+  // Outputs that lie back to back in memory (the binding's grouped_allreduce_numpy, or
   // views of one buffer) are the fusion buffer themselves: no unpacking,
   // unless an input lies inside that span anywhere but at its own place.
   auto* first = static_cast<unsigned char*>(out[begin].data);
