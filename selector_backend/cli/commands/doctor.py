@@ -8,7 +8,6 @@ import guard stops a mismatch at import time; doctor explains it up front.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -30,14 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def installed_variant_json() -> Path | None:
     """hvd_selector/variant.json of the importable package, found without importing it."""
-    spec = importlib.util.find_spec("hvd_selector")
-    if spec is None or not spec.submodule_search_locations:
+    from selector_backend.jobs.build_facts import runtime_package_dir
+
+    try:
+        candidate = runtime_package_dir() / "variant.json"
+    except ImportError:  # hvd_selector is not installed
         return None
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / "variant.json"
-        if candidate.is_file():
-            return candidate
-    return None
+    return candidate if candidate.is_file() else None
 
 
 def nccl_problems(installed: Any, host: Any) -> list[str]:
