@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 import hvd_selector as hvd
+from selector_backend.files.atomic import atomic_write_text
 
 out_dir, scenario = Path(sys.argv[1]), sys.argv[2]
 hvd.init()
@@ -74,6 +75,8 @@ elif scenario == "hang":  # rank 1 never joins the collective
 elif scenario == "ok_after_local_error":
     record(lambda: hvd.allreduce(np.ones((4, 4), np.float32)[:, 1]))
     outcome["after"] = float(hvd.allreduce(np.ones(2, np.float32), op=hvd.Sum)[0])
-(out_dir / f"rank{rank}.json").write_text(json.dumps(outcome))
+# atomically: mpiexec may kill a surviving rank while it writes (a peer died), and a
+# half-written file must read as no outcome, not as broken JSON
+atomic_write_text(out_dir / f"rank{rank}.json", json.dumps(outcome))
 sys.stdout.flush()
 os._exit(0) if scenario in ("die_before", "die_during", "hang") else hvd.shutdown()
