@@ -103,8 +103,8 @@ class _Handler(socketserver.BaseRequestHandler):
             nonce_c = _recv_exact(sock, NONCE_BYTES, deadline)
             proof = _recv_exact(sock, MAC_BYTES, deadline)
             if not hmac.compare_digest(proof, _mac(self.server.secret, b"client", nonce_s, nonce_c)):
+                self.server.rejected += 1  # counted before the reply, so it is visible once the client knows
                 sock.sendall(b"\x00" * MAC_BYTES)  # not a valid server proof: the client reports it
-                self.server.rejected += 1
                 return
             sock.settimeout(max(0.001, deadline - time.monotonic()))
             sock.sendall(_mac(self.server.secret, b"server", nonce_c, nonce_s))
