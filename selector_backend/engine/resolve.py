@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from selector_backend.engine import compat, targets
 from selector_backend.engine.catalog import Catalog
@@ -18,6 +18,7 @@ from selector_backend.engine.compat import Finding
 from selector_backend.engine.host import HostProfile
 from selector_backend.engine.policy import Selector
 from selector_backend.engine.variant import AxisValue, Variant, format_variant
+from selector_backend.records import NamedTuple
 
 
 class CandidateFile(NamedTuple):

@@ -8,7 +8,8 @@ exactly the resolver's rules without importing the rest of the engine.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+
+from selector_backend.records import NamedTuple
 
 
 class RuntimeVerdict(NamedTuple):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import Catalog
@@ -29,6 +29,7 @@ from selector_backend.engine.variant import Variant
 from selector_backend.engine.wheelname import WheelName, parse_wheel_name, split_wheel_name
 from selector_backend.errors import ExternalError, InputError, IntegrityError
 from selector_backend.install import fetch
+from selector_backend.records import NamedTuple
 
 if TYPE_CHECKING:
     from selector_backend.settings import Settings

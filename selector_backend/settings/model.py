@@ -17,8 +17,9 @@ source chain reads the parsers out of the live annotations.
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
+from selector_backend.records import NamedTuple
 from selector_backend.settings import types as t
 
 ENV_PREFIX = "HVD_SELECTOR_"

@@ -62,13 +62,13 @@ def _imports(path: Path) -> set[str]:
 #: What each audience may import (the table on docs/project/architecture.md); ``TYPE_CHECKING``
 #: imports count too, except settings in the engine (``select`` is typed by the model it is given).
 MAY_IMPORT = {
-    "engine": {"errors", "files", "PACKAGE_DIR"},
-    "files": {"errors"},
-    "settings": {"engine", "files", "detect", "errors", "install"},
-    "detect": {"engine", "settings", "errors", "files"},
-    "install": {"engine", "settings", "files", "detect", "errors", "PACKAGE_DIR"},
-    "publishing": {"engine", "install", "settings", "files", "detect", "errors", "PACKAGE_DIR"},
-    "interop": {"engine", "settings", "files", "detect", "errors", "PACKAGE_DIR"},
+    "engine": {"errors", "records", "files", "PACKAGE_DIR"},
+    "files": {"errors", "records"},
+    "settings": {"engine", "files", "detect", "errors", "records", "install"},
+    "detect": {"engine", "settings", "errors", "records", "files"},
+    "install": {"engine", "settings", "files", "detect", "errors", "records", "PACKAGE_DIR"},
+    "publishing": {"engine", "install", "settings", "files", "detect", "errors", "records", "PACKAGE_DIR"},
+    "interop": {"engine", "settings", "files", "detect", "errors", "records", "PACKAGE_DIR"},
     "jobs": set(),
 }
 TYPE_ONLY = {"engine": {"settings"}}
