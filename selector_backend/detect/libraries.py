@@ -8,7 +8,6 @@ Other finds are kept as notes so users see what was passed over.
 from __future__ import annotations
 
 import functools
-import glob
 import os
 import re
 import sys
@@ -16,6 +15,10 @@ from pathlib import Path
 
 from selector_backend.detect.bounded import run_text, which
 from selector_backend.engine.host import LibraryInfo
+
+# Debian's multiarch directory name (lib/x86_64-linux-gnu): named, not globbed, since a
+# wildcard under /usr/lib lists and matches its every entry on each cold start.
+MULTIARCH = getattr(sys.implementation, "_multiarch", "") or f"{os.uname().machine}-linux-gnu"
 
 SYSTEM_LIB_DIRS = (
     "/usr/lib/x86_64-linux-gnu",
@@ -100,16 +103,16 @@ def launcher_by_name(launcher: str) -> tuple[str, str | None] | None:
     impl = _LAUNCHERS.get(os.path.basename(launcher))
     if impl is None:
         return None
-    prefix = Path(launcher).parent.parent
-    for pattern in ("lib/pkgconfig", "lib64/pkgconfig", "lib/*/pkgconfig"):
-        for directory in glob.glob(str(prefix / pattern)):
-            try:
-                text = Path(directory, _PKGCONFIG[impl]).read_text(errors="replace")
-            except OSError:
-                continue
-            match = re.search(r"^Version:\s*([\d.]+)", text, re.MULTILINE)
-            if match:
-                return impl, match.group(1)
+    prefix = os.path.dirname(os.path.dirname(launcher))
+    for libdir in ("lib", "lib64", f"lib/{MULTIARCH}"):
+        try:
+            with open(os.path.join(prefix, libdir, "pkgconfig", _PKGCONFIG[impl]), errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        match = re.search(r"^Version:\s*([\d.]+)", text, re.MULTILINE)
+        if match:
+            return impl, match.group(1)
     return None
 
 
@@ -141,6 +144,11 @@ def detect_mpi(notes: list[str], timeout: float | None = None) -> LibraryInfo | 
     return found[0] if found else None
 
 
+# The names NCCL installs (its soname and the development link); listing a library directory for
+# libnccl.so* would match every one of its entries on each cold start.
+NCCL_NAMES = ("libnccl.so", "libnccl.so.2")
+
+
 def _nccl_header_version(header: Path) -> str | None:
     try:
         text = header.read_text(errors="replace")
@@ -157,7 +165,7 @@ def detect_nccl(notes: list[str]) -> LibraryInfo | None:
         if hit:
             found.append(LibraryInfo("nccl", hit[0], str(hit[1] / "nvidia" / "nccl" / "lib")))
     for directory in SYSTEM_LIB_DIRS:
-        libs = sorted(glob.glob(os.path.join(directory, "libnccl.so*")))
+        libs = [path for path in (os.path.join(directory, name) for name in NCCL_NAMES) if os.path.exists(path)]
         if libs:
             header = next(
                 (Path(p) for p in ("/usr/include/nccl.h", "/usr/local/cuda/include/nccl.h") if Path(p).exists()),
@@ -170,15 +178,23 @@ def detect_nccl(notes: list[str]) -> LibraryInfo | None:
     return found[0] if found else None
 
 
+GLOO_CMAKE_DIRS = (
+    "/usr/share/cmake/Gloo",
+    f"/usr/lib/{MULTIARCH}/cmake/Gloo",
+    "/usr/lib/cmake/Gloo",
+    "/usr/lib64/cmake/Gloo",
+    "/usr/local/share/cmake/Gloo",
+    "/usr/local/lib/cmake/Gloo",
+)
+
+
 def detect_gloo(notes: list[str]) -> LibraryInfo | None:
-    for pattern in (
-        "/usr/share/cmake/Gloo/GlooConfigVersion.cmake",
-        "/usr/lib/*/cmake/Gloo/GlooConfigVersion.cmake",
-        "/usr/local/share/cmake/Gloo/GlooConfigVersion.cmake",
-        "/usr/local/lib/cmake/Gloo/GlooConfigVersion.cmake",
-    ):
-        for path in glob.glob(pattern):
-            text = Path(path).read_text(errors="replace")
-            match = re.search(r'PACKAGE_VERSION "([^"]+)"', text)
-            return LibraryInfo("gloo", match.group(1) if match else None, str(Path(path).parent))
+    for directory in GLOO_CMAKE_DIRS:
+        try:
+            with open(os.path.join(directory, "GlooConfigVersion.cmake"), errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        match = re.search(r'PACKAGE_VERSION "([^"]+)"', text)
+        return LibraryInfo("gloo", match.group(1) if match else None, directory)
     return None
