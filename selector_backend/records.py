@@ -29,6 +29,8 @@ else:
         def __new__(mcls, name: str, bases: tuple[type, ...], namespace: dict[str, Any]) -> type:
             if not bases:  # NamedTuple itself
                 return super().__new__(mcls, name, bases, namespace)
+            if len(bases) != 1:
+                raise TypeError(f"{name}: a record derives from NamedTuple alone")
             annotations = namespace.get("__annotations__", {})
             fields = list(annotations)
             defaults = []

@@ -59,3 +59,10 @@ def test_a_field_without_default_after_one_with_default_is_refused() -> None:
         class Bad(NamedTuple):
             a: int = 0
             b: int  # type: ignore[misc]  # mypy refuses it too
+
+
+def test_a_record_with_another_base_is_refused() -> None:
+    with pytest.raises(TypeError, match="NamedTuple alone"):
+
+        class Mixed(NamedTuple, dict):  # type: ignore[misc]  # mypy refuses it too
+            a: int
