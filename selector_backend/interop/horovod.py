@@ -2,7 +2,7 @@
 
 ``pip install horovod`` compiles from source and reads its options from the
 environment (docs/install.rst in Horovod). The variant an exact source build
-of this library would target (``resolve.ideal_variant``) says what Horovod
+of this library would target (the Selection's source build) says what Horovod
 should build too: NCCL for the GPUs' compute capabilities, MPI or Gloo for
 CPU tensors, which controllers. CPU flags come from archspec for the host
 profile's microarchitecture, never from the build machine's ``-march=native``
@@ -21,8 +21,7 @@ from typing import Any
 from selector_backend.engine import targets
 from selector_backend.engine.catalog import Catalog
 from selector_backend.engine.host import HostProfile
-from selector_backend.engine.policy import Selector
-from selector_backend.engine.resolve import ideal_variant
+from selector_backend.engine.select import Selection
 from selector_backend.engine.variant import Variant
 from selector_backend.errors import ExternalError, InputError
 
@@ -98,15 +97,15 @@ def nccl_home(host: HostProfile, search: Sequence[Path] = ()) -> tuple[Path | No
 
 
 def horovod_env(
-    host: HostProfile,
+    selection: Selection,
     catalog: Catalog,
-    selector: Selector,
     compiler: tuple[str, str],
     *,
     nccl_search: Sequence[Path] = (),
 ) -> HorovodEnv:
-    """The environment for ``pip install --no-cache-dir horovod`` on ``host``."""
-    variant = ideal_variant(host, catalog, selector)
+    """The environment for ``pip install --no-cache-dir horovod`` on the selection's host, building
+    what a source build of this library would there (``Selection.require_source_build``)."""
+    host, variant = selection.host, selection.require_source_build(catalog)
     notes: list[str] = []
     env: dict[str, str] = {}
     controllers = set(variant.values_of("controllers"))
@@ -133,7 +132,9 @@ def horovod_env(
         env[f"HOROVOD_WITH{'' if fw in frameworks else 'OUT'}_{fw.upper()}"] = "1"
     if host.cpu is None:
         raise InputError("the host profile has no cpu, so no -march flags can be chosen; add cpu.microarch")
-    target = str(selector.pins.get("target") or host.cpu.microarch)
+    # a requested variant or a pinned target says which CPU to build for; else this host's own
+    pinned = variant["target"] if selection.requested is not None else selection.selector.pins.get("target")
+    target = str(pinned or host.cpu.microarch)
     used, flags, arch_notes = arch_flags(target, compiler)
     notes += arch_notes
     env["HOROVOD_BUILD_ARCH_FLAGS"] = flags

@@ -13,6 +13,7 @@ from selector_backend.cli.main import main
 from selector_backend.engine.catalog import load_catalog
 from selector_backend.engine.host import HostProfile
 from selector_backend.engine.policy import parse_selector
+from selector_backend.engine.select import Sources, select_with
 from selector_backend.errors import InputError
 from selector_backend.interop.horovod import arch_flags, horovod_env, nccl_home, parse_compiler
 from tests.spack.spack_hosts import host, host_json
@@ -26,7 +27,8 @@ def catalog():
 
 
 def env_for(catalog, h, selector=None, compiler=GCC12, **kw):
-    return horovod_env(h, catalog, parse_selector(selector, catalog), compiler, **kw)
+    selection = select_with(parse_selector(selector, catalog), catalog, Sources.fixed(h))
+    return horovod_env(selection, catalog, compiler, **kw)
 
 
 def test_a100_host_gets_nccl_for_sm80_and_zen3_flags(catalog):
@@ -61,6 +63,19 @@ def test_cpu_hosts_use_mpi_when_present_else_gloo(catalog):
 
 def test_selector_cpu_on_a_gpu_host_and_pinned_target(catalog):
     env = env_for(catalog, host("ubuntu24.04", "zen3", "a100", mpi="mpich"), "cpu target=x86_64_v3").env
+    assert "HOROVOD_GPU_OPERATIONS" not in env and env["HOROVOD_CPU_OPERATIONS"] == "MPI"
+    assert env["HOROVOD_BUILD_ARCH_FLAGS"] == "-march=x86-64-v3 -mtune=generic"
+
+
+def test_a_requested_variant_is_what_horovod_builds(tmp_path, capsys):
+    """``-C variant=...`` is the source build everywhere, horovod-env included: its libraries and its
+    target, not this host's best."""
+    profile = tmp_path / "host.json"
+    profile.write_text(json.dumps(host_json("ubuntu24.04", "zen3", "a100", driver="12.4")))
+    variant = "variant=target=x86_64_v3 cuda=none cuda_arch=none tensor_ops=mpi controllers=mpi,gloo"
+    args = ["horovod-env", "--host-profile", str(profile), "--compiler", "gcc@12.2.0", "--json", "-C", variant]
+    assert main(args) == 0
+    env = json.loads(capsys.readouterr().out)["env"]
     assert "HOROVOD_GPU_OPERATIONS" not in env and env["HOROVOD_CPU_OPERATIONS"] == "MPI"
     assert env["HOROVOD_BUILD_ARCH_FLAGS"] == "-march=x86-64-v3 -mtune=generic"
 

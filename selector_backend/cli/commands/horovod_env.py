@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     compiler = parse_compiler(args.compiler) if args.compiler else detect_compiler()
     # only this machine's site-packages can hold the wheel of a host we detected here
     search = [] if settings.host_profile else [Path(p) for p in (*site.getsitepackages(), *sys.path) if p]
-    result = horovod_env(host, catalog, selection.selector, compiler, nccl_search=search)
+    result = horovod_env(selection, catalog, compiler, nccl_search=search)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
