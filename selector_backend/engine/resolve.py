@@ -157,6 +157,8 @@ class _JsonText:
     object so its id stays taken. A wheel of an index costs one template
     fill: its own string fields encoded, the rest (variant, source, the
     candidate's fields, the reasons of its verdict and wheel tag) looked up.
+    A variant's JSON is put together from its axis values' encoded forms, and
+    each reason string is encoded once however many verdicts share it.
     """
 
     def __init__(self) -> None:
@@ -165,6 +167,8 @@ class _JsonText:
         self.dumps = json.JSONEncoder(separators=(",", ":")).encode  # one encoder: json.dumps builds one a call
         self.string = json.encoder.encode_basestring_ascii  # what json.dumps uses for a str
         self.variants: dict[Variant, str] = {}
+        self.values: dict[tuple[str, AxisValue], str] = {}  # (axis, value) -> '"axis":value'
+        self.reasons: dict[str, str] = {}  # reason -> its JSON string
         self.shared: dict[Any, tuple[Any, ...]] = {}
 
     def resolution(self, res: Resolution) -> str:
@@ -194,15 +198,32 @@ class _JsonText:
                 pass
         return str(self.dumps(r.to_json()))
 
+    def _variant(self, variant: Variant) -> str:
+        """``json.dumps(variant.to_json())``, from each (axis, value)'s encoded form."""
+        text = self.variants.get(variant)
+        if text is None:
+            parts = []
+            for item in variant._items:
+                part = self.values.get(item)
+                if part is None:
+                    part = self.values[item] = (
+                        self.dumps(dict([item]))[1:-1]
+                        if isinstance(item[1], str)
+                        else (self.dumps({item[0]: list(item[1])})[1:-1])
+                    )
+                parts.append(part)
+            text = self.variants[variant] = "{" + ",".join(parts) + "}"
+        return text
+
     def _candidate(self, cand: Candidate) -> tuple[Any, ...]:
         """(cand, ``{"variant":...,"source":...,``, its extra fields each followed by a comma)."""
         got = self.shared.get(id(cand))
         if got is None:
-            variant = self.variants.get(cand.variant)
-            if variant is None:
-                variant = self.variants[cand.variant] = self.dumps(cand.variant.to_json())
-            head = f'{{"variant":{variant},"source":{self.string(cand.source)},'
-            fields = "".join(f"{self.string(k)}:{self.dumps(v)}," for k, v in cand.extra.items())
+            head = f'{{"variant":{self._variant(cand.variant)},"source":{self.string(cand.source)},'
+            fields = "".join(
+                f"{self.string(k)}:{self.string(v) if type(v) is str else self.dumps(v)},"
+                for k, v in cand.extra.items()
+            )
             got = self.shared[id(cand)] = (cand, head, fields)
         return got
 
@@ -215,19 +236,25 @@ class _JsonText:
         return f'{head}{own}{fields}"compatible":%s,"reasons":[%s]}}'
 
     def _reasons(self, findings: tuple[Finding, ...], more: tuple[Finding, ...]) -> str:
-        """The encoded reasons (Ranked.reasons): failures of both, then the rest of both."""
-        first = self._split(findings)
-        if not more:
-            return str(first[3])
-        second = self._split(more)
-        return ",".join([part for part in (first[1], second[1], first[2], second[2]) if part])
+        """The encoded reasons (Ranked.reasons): failures of both, then the rest of both; one
+        string for every wheel whose variant verdict and wheel-tag finding are the same objects."""
+        got = self.shared.get((id(findings), id(more)))
+        if got is None:
+            first = self._split(findings)
+            if not more:
+                text = str(first[3])
+            else:
+                second = self._split(more)
+                text = ",".join([part for part in (first[1], second[1], first[2], second[2]) if part])
+            got = self.shared[id(findings), id(more)] = (findings, more, text)
+        return str(got[2])
 
     def _split(self, findings: tuple[Finding, ...]) -> tuple[Any, ...]:
         """(findings, encoded failures, encoded supporting facts, both), each comma-separated."""
         got = self.shared.get(id(findings))
         if got is None:
-            fails = ",".join([self.string(f.reason) for f in findings if not f.ok])
-            oks = ",".join([self.string(f.reason) for f in findings if f.ok])
+            fails = ",".join([self._reason(f.reason) for f in findings if not f.ok])
+            oks = ",".join([self._reason(f.reason) for f in findings if f.ok])
             got = self.shared[id(findings)] = (
                 findings,
                 fails,
@@ -235,6 +262,12 @@ class _JsonText:
                 f"{fails},{oks}" if fails and oks else fails or oks,
             )
         return got
+
+    def _reason(self, reason: str) -> str:
+        text = self.reasons.get(reason)
+        if text is None:
+            text = self.reasons[reason] = self.string(reason)
+        return text
 
 
 def evaluate(candidate: Candidate, catalog: Catalog, host: HostProfile, selector: Selector) -> list[Finding]:
