@@ -76,12 +76,19 @@ def _page(url: str, options: dict[str, Any]) -> tuple[str, bytes]:
     return ("json" if body.lstrip().startswith(b"{") else "html"), body
 
 
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.+!-]+")
+_HEX = b"0123456789abcdefABCDEF"
+_PLAIN_NAME_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+!-"
+
+
+def _only(text: str, chars: bytes) -> bool:
+    """Every character of ``text`` is one of the ASCII ``chars``: a whole column checked in one
+    C loop (bytes.translate deleting them leaves nothing), several times faster than a regex."""
+    return text.isascii() and not text.encode("ascii").translate(None, chars)
 
 
 def _join(page_url: str, href: str) -> str:
     """urljoin, with a fast path for the common case: a bare file name beside the page."""
-    if page_url.endswith("/") and _PLAIN_NAME.fullmatch(href) and href not in (".", ".."):
+    if page_url.endswith("/") and href and _only(href, _PLAIN_NAME_CHARS) and href not in (".", ".."):
         return page_url + href
     try:
         return urllib.parse.urljoin(page_url, href)
@@ -108,8 +115,6 @@ def _json_file_entry(item: Any, index: int, page_url: str) -> IndexFile:
 
 
 _NO_HASHES: dict[str, Any] = {}
-_SHA256_LINES = re.compile(r"(?:[0-9a-fA-F]{64}\n)*")
-_PLAIN_NAME_LINES = re.compile(r"[A-Za-z0-9_.+!-]+(?:\n[A-Za-z0-9_.+!-]+)*")
 
 
 def _json_files(items: list[Any], page_url: str) -> list[IndexFile] | None:
@@ -127,9 +132,9 @@ def _json_files(items: list[Any], page_url: str) -> list[IndexFile] | None:
         return None
     shas = [h.get("sha256") for h in hashes]
     given = [sha for sha in shas if sha is not None]
-    if given and not (set(map(type, given)) == {str} and _SHA256_LINES.fullmatch("\n".join(given) + "\n")):
+    if given and not (set(map(type, given)) == {str} and set(map(len, given)) == {64} and _only("".join(given), _HEX)):
         return None
-    if page_url.endswith("/") and _PLAIN_NAME_LINES.fullmatch("\n".join(hrefs)) and {".", ".."}.isdisjoint(hrefs):
+    if page_url.endswith("/") and _only("".join(hrefs), _PLAIN_NAME_CHARS) and {".", ".."}.isdisjoint(hrefs):
         urls = [page_url + href for href in hrefs]
     else:
         urls = [_join(page_url, href) for href in hrefs]
