@@ -324,7 +324,7 @@ def workflow(jobs: Sequence[Job], catalog: Catalog) -> dict[str, Any]:
     setup = [
         {"uses": CHECKOUT},
         {"uses": SETUP_PYTHON, "with": {"python-version": "3.12"}},
-        {"name": "Install the selector engine", "run": "python -m pip install packaging archspec"},
+        {"name": "Install the selector engine", "run": "python -m pip install packaging archspec pyyaml"},
     ]
     check = {
         "name": "Generated workflow is current",
@@ -417,50 +417,31 @@ def display_path(path: Path) -> str:
 
 
 # ------------------------------------------------------------------ YAML
-_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
-_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
+def render_yaml(data: Any) -> str:
+    """Block-style YAML in the data's own key order, by PyYAML (the ``ci`` extra): a maintainer's
+    tool, so the backend's cold start never pays for it."""
+    try:
+        import yaml
+    except ImportError:
+        raise InputError(
+            "writing the GitHub workflow needs PyYAML: pip install 'hvd-selector[ci]' (or pyyaml)"
+        ) from None
 
+    class WorkflowDumper(yaml.SafeDumper):
+        """Lists indented under their key, as GitHub's examples are, and shared steps written out
+        in full each time (no ``&anchor``/``*alias``: many YAML readers and people trip on them)."""
 
-def _scalar(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    text = str(value)
-    if _PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS:
-        return text
-    return json.dumps(text)  # a JSON string is a valid double-quoted YAML scalar
+        def increase_indent(self, flow: bool = False, indentless: bool = False) -> Any:
+            return super().increase_indent(flow, False)
 
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
 
-def _key(key: str) -> str:
-    return key if _PLAIN.fullmatch(key) else json.dumps(key)
+    def string(dumper: yaml.SafeDumper, text: str) -> Any:
+        # PyYAML resolves YAML 1.1, where a label like 12e45678 is a string; GitHub reads YAML 1.2,
+        # where it is a float: quote whatever starts like a number
+        style = '"' if text[:1].isdigit() or (text[:1] in "+-." and text[1:2].isdigit()) else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
 
-
-def render_yaml(data: Any, indent: int = 0) -> str:
-    """Block-style YAML for dicts, lists and scalars (deterministic, no dependency)."""
-    pad = " " * indent
-    lines: list[str] = []
-    if isinstance(data, Mapping):
-        for key, value in data.items():
-            if isinstance(value, (Mapping, list)) and value:
-                lines.append(f"{pad}{_key(key)}:")
-                lines.append(render_yaml(value, indent + 2))
-            elif value is None:
-                lines.append(f"{pad}{_key(key)}:")
-            elif isinstance(value, (Mapping, list)):
-                lines.append(f"{pad}{_key(key)}: {{}}" if isinstance(value, Mapping) else f"{pad}{_key(key)}: []")
-            else:
-                lines.append(f"{pad}{_key(key)}: {_scalar(value)}")
-        return "\n".join(lines) + ("\n" if indent == 0 else "")
-    if isinstance(data, list):
-        for item in data:
-            if isinstance(item, Mapping) and item:
-                body = render_yaml(item, indent + 2).split("\n")
-                lines.append(f"{pad}- {body[0].lstrip()}")
-                lines.extend(body[1:])
-            else:
-                lines.append(f"{pad}- {_scalar(item)}")
-        return "\n".join(lines)
-    return pad + _scalar(data)
+    WorkflowDumper.add_representer(str, string)
+    return str(yaml.dump(data, Dumper=WorkflowDumper, sort_keys=False, default_flow_style=False, width=1 << 16))

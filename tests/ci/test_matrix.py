@@ -216,3 +216,14 @@ def test_empty_and_unknown_selections(tmp_path: Path, capsys: pytest.CaptureFixt
         matrix.expand(load_catalog(), pythons=("py3",))
     assert main(["matrix", "--max-jobs", "5"]) == 2
     assert "'gpu-cuda12-x86_64' takes the matrix past 5 jobs" in capsys.readouterr().err
+
+
+def test_render_yaml_round_trips_and_quotes_what_yaml_1_2_reads_as_numbers() -> None:
+    """PyYAML writes the workflow; a label GitHub's YAML 1.2 reader would take for a number stays a string."""
+    import yaml
+
+    data = {"on": {"push": None}, "labels": ["12e45678", "9c8567b6", "e0dc045e", "-1", ".5", "yes"], "n": 3}
+    text = matrix.render_yaml(data)
+    assert yaml.safe_load(text) == data
+    assert '- "12e45678"' in text and '- "-1"' in text and '- ".5"' in text and "- e0dc045e" in text
+    assert "&id" not in matrix.render_yaml({"a": data["labels"], "b": data["labels"]})  # no anchors
