@@ -113,25 +113,30 @@ def inspect_wheel(path: Path, catalog: Catalog) -> VariantWheel:
 
 # ------------------------------------------------------------------ progress
 class Progress:
-    """A one-line progress bar on a terminal; plain lines otherwise (CI logs)."""
+    """Progress of a batch: tqdm's bar on a terminal (the ``ci`` extra); on a log, or without
+    tqdm, one plain line a step, which CI logs keep readable."""
 
     def __init__(self, total: int, what: str, stream: IO[str] | None = None) -> None:
         self.total, self.what, self.done = total, what, 0
         self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty()
+        self.bar: Any = None
+        if self.stream.isatty():
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                pass
+            else:
+                self.bar = tqdm(total=total, desc=what, unit="file", file=self.stream, dynamic_ncols=True)
 
     def step(self, item: str) -> None:
         self.done += 1
-        if self.tty:
-            width = 24
-            filled = width * self.done // max(self.total, 1)
-            self.stream.write(
-                f"\r{self.what} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {item[-48:]:<48}"
-            )
+        if self.bar is not None:
+            self.bar.set_postfix_str(item[-48:], refresh=False)
+            self.bar.update(1)
             if self.done == self.total:
-                self.stream.write("\n")
-        else:
-            self.stream.write(f"{self.what} {self.done}/{self.total}: {item}\n")
+                self.bar.close()
+            return
+        self.stream.write(f"{self.what} {self.done}/{self.total}: {item}\n")
         self.stream.flush()
 
 
