@@ -88,15 +88,6 @@ def cuda_architectures(variant: Variant) -> list[str]:
     return [f"{a}-real" for a in archs] + [f"{archs[-1]}-virtual"]
 
 
-def cmake_defines(variant: Variant, catalog: Catalog) -> dict[str, str]:
-    """The catalog's per-axis CMake cache names (``HVD_TARGET=...``), multi values comma-joined.
-
-    A developer's ``cmake -DHVD_TARGET=...`` and the generated Spack package
-    speak this form; ``parse_request`` reads it back.
-    """
-    return {catalog.axes[axis].cmake: ",".join(variant.values_of(axis)) for axis in variant}
-
-
 @dataclass(frozen=True)
 class BuildDescription:
     """One variant's complete build, as CMake receives it."""

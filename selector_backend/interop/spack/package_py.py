@@ -241,7 +241,6 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
     axes = catalog.axes
     cls = class_name(catalog.spack_package)
     order = {a: axes[a].values for a in ("cuda_arch", "controllers", "frameworks")}
-    cmake = {a: axes[a].cmake for a in axes}
     lines = [
         "# Copyright hvd-selector developers. SPDX-License-Identifier: Apache-2.0",
         "#",
@@ -264,8 +263,6 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         *_fmt(order, 0, "HVD_VALUE_ORDER = "),
         "#: What each catalog CUDA line (the ^cuda major) can build.",
         *_fmt({n: ln.archs for n, ln in catalog.cuda_lines.items()}, 0, "HVD_CUDA_LINES = "),
-        "#: CMake cache variable of each axis (selector_backend.install.cmake_config.cmake_defines).",
-        *_fmt(cmake, 0, "HVD_CMAKE = "),
         "",
         "",
         "def hvd_values(runs_on, cuda_major, tensor_ops, controllers, frameworks, cuda_arch):",
@@ -289,11 +286,6 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         '        "controllers": ordered("controllers", controllers),',
         '        "frameworks": ordered("frameworks", frameworks),',
         "    }",
-        "",
-        "",
-        "def hvd_cmake_defines(values):",
-        '    """-D definitions, multi values comma-joined: cmake_defines() of the catalog variant."""',
-        '    return {HVD_CMAKE[a]: v if isinstance(v, str) else ",".join(v) for a, v in values.items()}',
         "",
         "",
         "def hvd_libraries(values):",
@@ -331,7 +323,8 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         "",
         "    The build is an exact source build of one catalog variant: the selector backend is",
         "    told the variant (HVD_SELECTOR_VARIANT, build policy always-build, offline) and",
-        "    CMake gets the same HVD_* options the backend's own source build passes.",
+        "    hands CMake its build description, as for its own source builds; CMake gets only",
+        "    where Spack put the libraries.",
         f"    Build from a checkout: spack develop --path /path/to/checkout {catalog.spack_package}@={catalog.version}",
         '    """',
         "",
@@ -425,13 +418,12 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         "        )",
         "",
         "    def setup_build_environment(self, env):",
-        '        """The variant for the backend and CMake, and where Spack put each library it links."""',
+        '        """The variant for the backend, and for CMake where Spack put each library it links."""',
         "        values = self.hvd_variant()",
         '        text = " ".join(f"{a}={v if isinstance(v, str) else \',\'.join(v)}" for a, v in values.items())',
         '        env.set("HVD_SELECTOR_VARIANT", text)',
         '        env.set("HVD_SELECTOR_BUILD_POLICY", "always-build")',
         '        env.set("HVD_SELECTOR_OFFLINE", "1")',
-        "        defines = hvd_cmake_defines(values)",
         "        libraries = hvd_libraries(values)",
         "        prefixes = {name: str(self.spec[name].prefix) for name in libraries}",
         "        mpicc = None",
@@ -443,8 +435,7 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         "            env.set(key, value)",
         "        for prefix in reversed(prefix_path):",
         '            env.prepend_path("CMAKE_PREFIX_PATH", prefix)',
-        "        defines.update(dependency_defines)",
-        '        env.set("SKBUILD_CMAKE_DEFINE", ";".join(f"{k}={v}" for k, v in defines.items()))',
+        '        env.set("SKBUILD_CMAKE_DEFINE", ";".join(f"{k}={v}" for k, v in dependency_defines.items()))',
         "",
     ]
     return "\n".join(lines)
@@ -607,7 +598,6 @@ def check_package(path: Path, catalog: Catalog, sdists: Mapping[str, str] | None
     expected_constants = {
         "HVD_TARGETS": targets_most_specific_first(catalog),
         "HVD_VALUE_ORDER": {a: catalog.axes[a].values for a in ("cuda_arch", "controllers", "frameworks")},
-        "HVD_CMAKE": {a: catalog.axes[a].cmake for a in catalog.axes},
         "HVD_CUDA_LINES": {n: ln.archs for n, ln in catalog.cuda_lines.items()},
     }
     for name, value in expected_constants.items():

@@ -45,15 +45,6 @@ HVD_CUDA_LINES = {
     "12": ("50", "52", "60", "61", "70", "72", "75", "80", "86", "87", "89", "90"),
     "13": ("75", "80", "86", "87", "89", "90", "100", "103", "110", "120", "121"),
 }
-#: CMake cache variable of each axis (selector_backend.install.cmake_config.cmake_defines).
-HVD_CMAKE = {
-    "target": "HVD_TARGET",
-    "cuda": "HVD_CUDA",
-    "cuda_arch": "HVD_CUDA_ARCH",
-    "tensor_ops": "HVD_TENSOR_OPS",
-    "controllers": "HVD_CONTROLLERS",
-    "frameworks": "HVD_FRAMEWORKS",
-}
 
 
 def hvd_values(runs_on, cuda_major, tensor_ops, controllers, frameworks, cuda_arch):
@@ -77,11 +68,6 @@ def hvd_values(runs_on, cuda_major, tensor_ops, controllers, frameworks, cuda_ar
         "controllers": ordered("controllers", controllers),
         "frameworks": ordered("frameworks", frameworks),
     }
-
-
-def hvd_cmake_defines(values):
-    """-D definitions, multi values comma-joined: cmake_defines() of the catalog variant."""
-    return {HVD_CMAKE[a]: v if isinstance(v, str) else ",".join(v) for a, v in values.items()}
 
 
 def hvd_libraries(values):
@@ -119,7 +105,8 @@ class PyHvdSelector(PythonPackage, CudaPackage):
 
     The build is an exact source build of one catalog variant: the selector backend is
     told the variant (HVD_SELECTOR_VARIANT, build policy always-build, offline) and
-    CMake gets the same HVD_* options the backend's own source build passes.
+    hands CMake its build description, as for its own source builds; CMake gets only
+    where Spack put the libraries.
     Build from a checkout: spack develop --path /path/to/checkout py-hvd-selector@=0.1.0
     """
 
@@ -214,13 +201,12 @@ class PyHvdSelector(PythonPackage, CudaPackage):
         )
 
     def setup_build_environment(self, env):
-        """The variant for the backend and CMake, and where Spack put each library it links."""
+        """The variant for the backend, and for CMake where Spack put each library it links."""
         values = self.hvd_variant()
         text = " ".join(f"{a}={v if isinstance(v, str) else ','.join(v)}" for a, v in values.items())
         env.set("HVD_SELECTOR_VARIANT", text)
         env.set("HVD_SELECTOR_BUILD_POLICY", "always-build")
         env.set("HVD_SELECTOR_OFFLINE", "1")
-        defines = hvd_cmake_defines(values)
         libraries = hvd_libraries(values)
         prefixes = {name: str(self.spec[name].prefix) for name in libraries}
         mpicc = None
@@ -232,5 +218,4 @@ class PyHvdSelector(PythonPackage, CudaPackage):
             env.set(key, value)
         for prefix in reversed(prefix_path):
             env.prepend_path("CMAKE_PREFIX_PATH", prefix)
-        defines.update(dependency_defines)
-        env.set("SKBUILD_CMAKE_DEFINE", ";".join(f"{k}={v}" for k, v in defines.items()))
+        env.set("SKBUILD_CMAKE_DEFINE", ";".join(f"{k}={v}" for k, v in dependency_defines.items()))
