@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__F16C__) || defined(__AVX512F__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -197,6 +197,36 @@ void reduce(hvd_dtype dtype, hvd_op op, void* dst, const void* a, const void* b,
                          static_cast<const uint8_t*>(b), n);
   }
   throw Error(HVD_ERR_INVALID, "unsupported dtype for reduction");
+}
+
+void copy(void* dst, const void* src, size_t bytes) {
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  size_t i = 0;
+#if defined(__AVX__)
+  for (; i + 128 <= bytes; i += 128) {
+    const auto* from = reinterpret_cast<const __m256i*>(s + i);
+    auto* to = reinterpret_cast<__m256i*>(d + i);
+    __m256i v0 = _mm256_loadu_si256(from), v1 = _mm256_loadu_si256(from + 1);
+    __m256i v2 = _mm256_loadu_si256(from + 2), v3 = _mm256_loadu_si256(from + 3);
+    _mm256_storeu_si256(to, v0);
+    _mm256_storeu_si256(to + 1, v1);
+    _mm256_storeu_si256(to + 2, v2);
+    _mm256_storeu_si256(to + 3, v3);
+  }
+#elif defined(__x86_64__)
+  for (; i + 64 <= bytes; i += 64) {
+    const auto* from = reinterpret_cast<const __m128i*>(s + i);
+    auto* to = reinterpret_cast<__m128i*>(d + i);
+    __m128i v0 = _mm_loadu_si128(from), v1 = _mm_loadu_si128(from + 1);
+    __m128i v2 = _mm_loadu_si128(from + 2), v3 = _mm_loadu_si128(from + 3);
+    _mm_storeu_si128(to, v0);
+    _mm_storeu_si128(to + 1, v1);
+    _mm_storeu_si128(to + 2, v2);
+    _mm_storeu_si128(to + 3, v3);
+  }
+#endif
+  if (i < bytes) std::memcpy(d + i, s + i, bytes - i);  // the tail (all of it off x86)
 }
 
 void scale(hvd_dtype dtype, void* dst, const void* src, size_t n, double factor) {
