@@ -106,7 +106,7 @@ Descriptor describe(Kind kind, const hvd_tensor* t, int op, int root) {
 void check_agreement_impl(const std::vector<Descriptor>& all, bool vary_first_dim);
 
 std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const void* payload,
-                              size_t inline_bytes, std::vector<unsigned char>* payloads) {
+                              size_t inline_bytes, std::vector<const unsigned char*>* payloads) {
   Backend& b = backend();
   if (inline_bytes > b.inline_limit()) throw Error(HVD_ERR_INTERNAL, "inline payload too large");
   // Network: fixed slots, so ranks that disagree still exchange equal sizes.
@@ -116,18 +116,17 @@ std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const
   std::vector<unsigned char>& all = g_agree_buffer;
   if (all.size() < slot * (b.size() + 1)) all.resize(slot * (b.size() + 1));
   unsigned char* send = all.data() + slot * b.size();
-  std::memset(send, 0, slot);
+  const size_t carried = payload ? inline_bytes : 0;
   std::memcpy(send, &mine, sizeof(Descriptor));
-  if (payload && inline_bytes) std::memcpy(send + sizeof(Descriptor), payload, inline_bytes);
+  if (carried) kernels::copy(send + sizeof(Descriptor), payload, carried);
+  std::memset(send + sizeof(Descriptor) + carried, 0, slot - sizeof(Descriptor) - carried);
   b.allgather(send, all.data(), slot);
   std::vector<Descriptor> descriptors(b.size());
   for (int r = 0; r < b.size(); ++r) std::memcpy(&descriptors[r], all.data() + r * slot, sizeof(Descriptor));
   check_agreement_impl(descriptors, vary_first_dim);
   if (payloads) {
-    payloads->resize(inline_bytes * b.size());
-    for (int r = 0; r < b.size(); ++r)
-      std::memcpy(payloads->data() + r * inline_bytes, all.data() + r * slot + sizeof(Descriptor),
-                  inline_bytes);
+    payloads->resize(b.size());
+    for (int r = 0; r < b.size(); ++r) (*payloads)[r] = all.data() + r * slot + sizeof(Descriptor);
   }
   return descriptors;
 }

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__F16C__) || defined(__AVX512F__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -151,6 +151,17 @@ void scale16(uint16_t* dst, const uint16_t* src, size_t n, float factor, ToFloat
   }
 }
 
+// copy()'s unit: the widest integer vector the target has.
+#if defined(__AVX__)
+using CopyVec = __m256i;
+inline CopyVec load(const CopyVec* p) { return _mm256_loadu_si256(p); }
+inline void store(CopyVec* p, CopyVec v) { _mm256_storeu_si256(p, v); }
+#elif defined(__x86_64__)
+using CopyVec = __m128i;
+inline CopyVec load(const CopyVec* p) { return _mm_loadu_si128(p); }
+inline void store(CopyVec* p, CopyVec v) { _mm_storeu_si128(p, v); }
+#endif
+
 template <typename T>
 void scale_float(T* dst, const T* src, size_t n, T factor) {
   for (size_t i = 0; i < n; ++i) dst[i] = src[i] * factor;
@@ -197,6 +208,25 @@ void reduce(hvd_dtype dtype, hvd_op op, void* dst, const void* a, const void* b,
                          static_cast<const uint8_t*>(b), n);
   }
   throw Error(HVD_ERR_INVALID, "unsupported dtype for reduction");
+}
+
+void copy(void* dst, const void* src, size_t bytes) {
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  size_t i = 0;
+#if defined(__x86_64__)
+  constexpr size_t kStep = 4 * sizeof(CopyVec);
+  for (; i + kStep <= bytes; i += kStep) {
+    const auto* from = reinterpret_cast<const CopyVec*>(s + i);
+    auto* to = reinterpret_cast<CopyVec*>(d + i);
+    CopyVec v0 = load(from), v1 = load(from + 1), v2 = load(from + 2), v3 = load(from + 3);
+    store(to, v0);
+    store(to + 1, v1);
+    store(to + 2, v2);
+    store(to + 3, v3);
+  }
+#endif
+  if (i < bytes) std::memcpy(d + i, s + i, bytes - i);  // the tail (all of it off x86)
 }
 
 void scale(hvd_dtype dtype, void* dst, const void* src, size_t n, double factor) {

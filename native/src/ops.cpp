@@ -49,10 +49,10 @@ void reduce_agreed(const Descriptor& mine, const void* in, void* buf, size_t cou
     b.allreduce(src, buf, count, dtype, op);
     return;
   }
-  std::vector<unsigned char> payloads;
-  agree(mine, false, src, bytes, &payloads);
-  std::memcpy(buf, payloads.data(), bytes);
-  for (int r = 1; r < b.size(); ++r) kernels::reduce(dtype, op, buf, buf, payloads.data() + r * bytes, count);
+  std::vector<const unsigned char*> from;
+  agree(mine, false, src, bytes, &from);
+  kernels::reduce(dtype, op, buf, from[0], from[1], count);  // size() >= 2 here
+  for (int r = 2; r < b.size(); ++r) kernels::reduce(dtype, op, buf, buf, from[r], count);
 }
 
 }  // namespace hvd

@@ -474,12 +474,12 @@ class ShmBackend : public Backend {
     src = dst + offset[local_index_];
     for (size_t done = 0; done < most || done == 0; done += slot_bytes_) {
       size_t mine = bytes[local_index_] > done ? std::min(slot_bytes_, bytes[local_index_] - done) : 0;
-      if (mine) std::memcpy(slot(local_index_), src + done, mine);
+      if (mine) kernels::copy(slot(local_index_), src + done, mine);
       arrive();
       wait_all();
       for (int i = 0; i < local_size_; ++i) {
         size_t n = bytes[i] > done ? std::min(slot_bytes_, bytes[i] - done) : 0;
-        if (n && i != local_index_) std::memcpy(dst + offset[i] + done, slot(i), n);
+        if (n && i != local_index_) kernels::copy(dst + offset[i] + done, slot(i), n);
       }
       ++exchange_;
       if (most == 0) break;
@@ -490,10 +490,10 @@ class ShmBackend : public Backend {
     auto* p = static_cast<unsigned char*>(buf);
     for (size_t done = 0; done < bytes; done += slot_bytes_) {
       size_t n = std::min(slot_bytes_, bytes - done);
-      if (local_index_ == root) std::memcpy(slot(root), p + done, n);
+      if (local_index_ == root) kernels::copy(slot(root), p + done, n);
       arrive();
       wait_all();
-      if (local_index_ != root) std::memcpy(p + done, slot(root), n);
+      if (local_index_ != root) kernels::copy(p + done, slot(root), n);
       ++exchange_;
     }
   }
@@ -524,8 +524,8 @@ class ShmBackend : public Backend {
       unsigned char* to = dst + first * esize;
       const size_t begin = share_begin(n, esize, me), end = share_begin(n, esize, me + 1);
       unsigned char* mine = slot(me);
-      std::memcpy(mine, from, begin);  // the shares before mine, then those after
-      std::memcpy(mine + end, from + end, n * esize - end);
+      kernels::copy(mine, from, begin);  // the shares before mine, then those after
+      kernels::copy(mine + end, from + end, n * esize - end);
       arrive();
       wait_all();
       // In L1-sized blocks, so the copy to the output reads what the kernel just wrote.
@@ -535,14 +535,14 @@ class ShmBackend : public Backend {
         for (int j = 0; j < local_size_; ++j) part[j] = j == me ? from + at : slot(j) + at;
         kernels::reduce(dtype, op, mine + at, part[0], part[1], m);
         for (int j = 2; j < local_size_; ++j) kernels::reduce(dtype, op, mine + at, mine + at, part[j], m);
-        std::memcpy(to + at, mine + at, bytes);
+        kernels::copy(to + at, mine + at, bytes);
       }
       arrive();
       wait_all();
       for (int j = 0; j < local_size_; ++j) {
         if (j == me) continue;
         size_t b = share_begin(n, esize, j), e = share_begin(n, esize, j + 1);
-        if (e > b) std::memcpy(to + b, slot(j) + b, e - b);
+        if (e > b) kernels::copy(to + b, slot(j) + b, e - b);
       }
       ++exchange_;
     }

@@ -58,6 +58,9 @@ struct Descriptor {
   int64_t shape[HVD_MAX_DIMS] = {0};
   uint64_t extra = 0;  // kind-specific (grouped: hash of all shapes)
 };
+// Payloads follow descriptors in the agreement buffer: this keeps them
+// aligned for every dtype (slot sizes are multiples of the element size).
+static_assert(sizeof(Descriptor) % 8 == 0, "agreement payloads must stay 8-byte aligned");
 
 Descriptor describe(Kind kind, const hvd_tensor* t, int op, int root);
 
@@ -69,9 +72,10 @@ constexpr size_t kInlineBytes = 1024;
 // Allgathers descriptors and throws HVD_ERR_MISMATCH (same text on every
 // rank) when they differ; shape[0] may differ when vary_first_dim. When
 // `payload` is given (inline_bytes <= kInlineBytes) it travels along and
-// `payloads` receives size() * inline_bytes bytes in rank order.
+// `payloads` receives each rank's inline_bytes in rank order: pointers into
+// the agreement buffer (no copy), valid until the next agreement round.
 std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const void* payload = nullptr,
-                              size_t inline_bytes = 0, std::vector<unsigned char>* payloads = nullptr);
+                              size_t inline_bytes = 0, std::vector<const unsigned char*>* payloads = nullptr);
 
 // Agree on `mine`, then allreduce `count` elements in buf (CPU). Payloads of
 // at most backend().inline_limit() bytes ride in the agreement round and are reduced locally

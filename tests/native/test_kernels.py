@@ -88,6 +88,8 @@ def _check_all(run) -> None:
     y = (np.arange(1000) % 7 - 3).astype(np.float32)
     want32 = np.concatenate([x + y, np.minimum(x, y), np.maximum(x, y), x * y])
     assert np.array_equal(np.frombuffer(run("f32"), dtype=np.float32), want32)
+    # the vector copy of the shared-memory transport: every length and misalignment
+    assert run("copy") == b"ok"
 
 
 @pytest.mark.parametrize("target", HOST_TARGETS)

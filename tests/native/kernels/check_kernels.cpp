@@ -7,6 +7,8 @@
 //   op "sumbf16" : the same for bfloat16
 //   op "scale16" : float16 a*0.3
 //   op "f32"     : float32 sum/min/max/product of small vectors
+//   op "copy"    : kernels::copy at every length 0..599 and every source and
+//                  destination offset 0..63; writes "ok" or the first failure
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -14,9 +16,32 @@
 
 #include "kernels_cpu.h"
 
+// Copies land exactly and touch nothing outside [dst, dst + n).
+static int check_copy() {
+  std::vector<unsigned char> src(700), dst(700), want(700);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<unsigned char>(i * 7 + 1);
+  for (size_t n = 0; n < 600; ++n)
+    for (size_t s = 0; s < 64; ++s)
+      for (size_t d = 0; d < 64; ++d) {
+        std::memset(dst.data(), 0xa5, dst.size());
+        want = dst;
+        std::memcpy(want.data() + d, src.data() + s, n);
+        hvd::kernels::copy(dst.data() + d, src.data() + s, n);
+        if (dst != want) {
+          std::printf("copy of %zu bytes from +%zu to +%zu differs", n, s, d);
+          return 0;
+        }
+      }
+  std::printf("ok");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2)
     return 2;
+  if (!std::strcmp(argv[1], "copy"))
+    return check_copy();
   std::vector<uint16_t> a(65536), b(65536), out(65536);
   for (uint32_t i = 0; i < 65536; ++i) {
     a[i] = static_cast<uint16_t>(i);
