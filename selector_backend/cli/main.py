@@ -8,6 +8,7 @@ from SelectorError print one line and exit with their documented code.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -134,4 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry_point() -> None:
-    sys.exit(main())
+    """The console script. Everything left is freed by the exit itself: Python's first step of
+    shutting down, a full cycle collection when the collector is on, would only walk it (the
+    catalog, archspec's tables, an index's candidates), so it is switched off; the collection
+    that runs after modules are cleared still finalizes any cycle."""
+    status = main()
+    gc.disable()
+    sys.exit(status)
