@@ -52,7 +52,7 @@ def installed_wheels() -> dict[str, tuple[str, Path]]:
         except OSError:
             continue
         for name in names:
-            match = _DIST_INFO.fullmatch(name)
+            match = _DIST_INFO.fullmatch(name) if name.endswith(".dist-info") else None  # sys.path has the stdlib too
             if match:
                 key = re.sub(r"[-_.]+", "-", match.group(1)).lower()
                 found.setdefault(key, (match.group(2), site))
