@@ -16,6 +16,7 @@ pip writes, so the measured import path is the installed one.
     python -m benchmarks.bench_resolve --profile      # adds -X importtime, cProfile and a step table
     python -m benchmarks.bench_resolve --clean-venv   # both sides in a fresh venv holding only archspec
     python -m benchmarks.bench_resolve --index-variants 2500   # adds the 10,000-wheel index case
+    python -m benchmarks.bench_resolve --instructions # adds instruction counts (valgrind), steady under load
 
 With ``--index-variants N`` the benchmark also generates (in a temporary
 directory, from the catalog; see ``synthetic_index.py``) a variant index of N
@@ -23,6 +24,12 @@ distinct variants x 4 Python tags and measures, in the same run: the whole
 ``hvd-selector resolve --index-url file://... --json`` process next to the
 catalog-only resolve, and in-process the index read and the resolution of its
 candidates (median of ``--inprocess-rounds`` repeats in one interpreter).
+
+``--instructions`` also runs each side once under ``valgrind --tool=callgrind``
+(same environment, fixed hash seed) and reports the ratio of user-space
+instructions executed: it ignores the kernel, page faults and cache misses,
+but it does not move with the load of a shared machine, so it shows a change
+of a percent where wall-clock medians cannot.
 
 ``--clean-venv`` matters where the base interpreter's site-packages runs
 ``.pth`` hooks at startup (some sandboxes inject one that imports certifi,
@@ -37,6 +44,7 @@ import compileall
 import json
 import os
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -125,6 +133,23 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode(errors='replace')}")
     return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def instructions(argv: list[str], env: dict[str, str]) -> int:
+    """User-space instructions one run of ``argv`` executes (callgrind's ``Collected``)."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        env={**env, "PYTHONHASHSEED": "0"},
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"valgrind {' '.join(argv)} failed ({done.returncode}): {done.stderr[-400:]}")
+    return int(found.group(1))
 
 
 def summary(samples: list[float]) -> dict[str, float]:
@@ -276,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="unmeasured pairs first (default 3)")
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument("--profile", action="store_true", help="add -X importtime, cProfile and a step table")
+    parser.add_argument(
+        "--instructions", action="store_true", help="add each side's instruction count under valgrind (load-proof)"
+    )
     parser.add_argument("--clean-venv", action="store_true", help="run both sides in a fresh venv with archspec")
     parser.add_argument(
         "--index-variants",
@@ -366,6 +394,15 @@ def main(argv: list[str] | None = None) -> int:
             ) / statistics.median(ours)
         for name in sides:
             result["sides"][name]["cpu_median_s"] = statistics.median(cpu[name])
+            if args.instructions:
+                result["sides"][name]["instructions"] = instructions(sides[name], env)
+        if args.instructions:
+            counts = {name: side["instructions"] for name, side in result["sides"].items()}
+            result["instruction_ratio"] = counts["hvd_selector_resolve"] / counts["archspec_host"]
+            if index_url is not None:
+                result["index_case"]["instruction_ratio_vs_catalog_resolve"] = (
+                    counts["hvd_selector_resolve_index"] / counts["hvd_selector_resolve"]
+                )
         result["within_target"] = result["ratio_of_medians"] <= TARGET_RATIO
         if args.profile or not result["within_target"]:
             result["profile"] = profile(sides["hvd_selector_resolve"], sides["archspec_host"], env)
@@ -388,6 +425,13 @@ def main(argv: list[str] | None = None) -> int:
         f"median pair ratio {result['median_of_pair_ratios']:.2f}x, CPU time {result['cpu_ratio_of_medians']:.2f}x "
         f"(target <= {TARGET_RATIO}x) -> {args.output}"
     )
+    if "instruction_ratio" in result:
+        counts = {name: side["instructions"] / 1e6 for name, side in result["sides"].items()}
+        print(
+            "instructions (valgrind, hash seed 0): "
+            + ", ".join(f"{name} {count:.1f} M" for name, count in counts.items())
+            + f"; catalog-only resolve vs bare archspec {result['instruction_ratio']:.3f}x"
+        )
     if "index_case" in result:
         case = result["index_case"]
         print(
