@@ -46,6 +46,7 @@ import os
 import platform
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -137,6 +138,8 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 def instructions(argv: list[str], env: dict[str, str]) -> int:
     """User-space instructions one run of ``argv`` executes (callgrind's ``Collected``)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind on PATH (Debian: apt install valgrind)")
     done = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
         env={**env, "PYTHONHASHSEED": "0"},
