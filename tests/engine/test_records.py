@@ -13,34 +13,29 @@ import pytest
 from selector_backend.records import NamedTuple
 
 
-class Fast(NamedTuple):
-    """A record."""
+def _record_class(base: Any, name: str) -> Any:
+    """The same class statement on either base, named as the module-level name it is kept under."""
 
-    name: str
-    sizes: tuple[int, ...] = ()
-    weight: float = 1.0
+    class Record(base):
+        """A record."""
 
-    def total(self) -> float:
-        return sum(self.sizes) * self.weight
+        name: str
+        sizes: tuple[int, ...] = ()
+        weight: float = 1.0
 
-    @property
-    def heavy(self) -> bool:
-        return self.weight > 1
+        def total(self) -> float:
+            return sum(self.sizes) * self.weight
+
+        @property
+        def heavy(self) -> bool:
+            return self.weight > 1
+
+    Record.__name__ = Record.__qualname__ = name  # pickle finds it under that name
+    return Record
 
 
-class Typed(typing.NamedTuple):
-    """A record."""
-
-    name: str
-    sizes: tuple[int, ...] = ()
-    weight: float = 1.0
-
-    def total(self) -> float:
-        return sum(self.sizes) * self.weight
-
-    @property
-    def heavy(self) -> bool:
-        return self.weight > 1
+Fast = _record_class(NamedTuple, "Fast")
+Typed = _record_class(typing.NamedTuple, "Typed")
 
 
 class Wide(NamedTuple):  # more fields than the precompiled constructors cover
