@@ -206,11 +206,8 @@ class _JsonText:
             for item in variant._items:
                 part = self.values.get(item)
                 if part is None:
-                    part = self.values[item] = (
-                        self.dumps(dict([item]))[1:-1]
-                        if isinstance(item[1], str)
-                        else (self.dumps({item[0]: list(item[1])})[1:-1])
-                    )
+                    axis, value = item  # a multi-valued axis is a tuple: JSON writes it as the list to_json has
+                    part = self.values[item] = f"{self.string(axis)}:{self.dumps(value)}"
                 parts.append(part)
             text = self.variants[variant] = "{" + ",".join(parts) + "}"
         return text
