@@ -2,11 +2,14 @@
 
 Built from the profile, not from the running interpreter, so a Docker build
 or a ``--host-profile`` of another machine gets that machine's answer.
+The tags are written here, in packaging.tags' order (PEP 425, PEP 384's abi3),
+rather than taken from ``packaging.tags``: importing that module (logging,
+sysconfig, the ELF readers) cost a cold ``resolve --index-url`` ~40 M instructions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from selector_backend.engine.compat import Finding
 from selector_backend.engine.host import HostProfile
@@ -39,18 +42,53 @@ def platform_tags(host: HostProfile) -> list[str]:
     return []
 
 
+def _py_versions(major: int, minor: int) -> Iterator[str]:
+    """Pure-Python interpreter tags, best first: py3x, py3, then each older py3y down to py30."""
+    yield f"py{major}{minor}"
+    yield f"py{major}"
+    yield from (f"py{major}{older}" for older in range(minor - 1, -1, -1))
+
+
+def _cpython_tags(abi: str, major: int, minor: int, platforms: Sequence[str]) -> Iterator[str]:
+    """CPython extension tags: its own ABI, then abi3 (from 3.2 on), then none; then older abi3 builds."""
+    interpreter = f"cp{major}{minor}"
+    stable = (major, minor) >= (3, 2)  # PEP 384 arrived in 3.2
+    yield from (f"{interpreter}-{abi}-{p}" for p in platforms)
+    if stable:
+        yield from (f"{interpreter}-abi3-{p}" for p in platforms)
+    yield from (f"{interpreter}-none-{p}" for p in platforms)
+    if stable:  # an abi3 wheel built for 3.y loads on every later 3.x
+        for older in range(minor - 1, 1, -1):
+            yield from (f"cp{major}{older}-abi3-{p}" for p in platforms)
+
+
+def _compatible_tags(interpreter: str, major: int, minor: int, platforms: Sequence[str]) -> Iterator[str]:
+    """Tags with no ABI: py*-none-<platform>, then <interpreter>-none-any, then py*-none-any."""
+    for py in _py_versions(major, minor):
+        yield from (f"{py}-none-{p}" for p in platforms)
+    yield f"{interpreter}-none-any"
+    yield from (f"{py}-none-any" for py in _py_versions(major, minor))
+
+
+def python_tags(python: str, platforms: Sequence[str]) -> Iterator[str]:
+    """Tags an interpreter (``cp311``, ``pp310``) accepts on these platforms, best first.
+
+    The same tags, in the same order, as ``packaging.tags.cpython_tags((3, 11),
+    ["cp311"], platforms)`` then ``compatible_tags((3, 11), "cp311", platforms)``
+    (only the latter for a non-CPython interpreter), except that no platforms
+    means none, not the running machine's.
+    """
+    impl, digits = python[:2], python[2:]
+    major, minor = int(digits[0]), int(digits[1:])
+    if impl == "cp":
+        yield from _cpython_tags(python, major, minor, platforms)
+    yield from _compatible_tags(python, major, minor, platforms)
+
+
 def host_tags(host: HostProfile) -> Iterator[str]:
     """Supported python-abi-platform tags in priority order."""
-    from packaging import tags
-
-    if not host.python:
-        return
-    impl, digits = host.python[:2], host.python[2:]
-    version = (int(digits[0]), int(digits[1:]))
-    platforms = platform_tags(host)
-    if impl == "cp":
-        yield from (str(t) for t in tags.cpython_tags(version, [host.python], platforms))
-    yield from (str(t) for t in tags.compatible_tags(version, host.python, platforms))
+    if host.python:
+        yield from python_tags(host.python, platform_tags(host))
 
 
 def check_wheel_tags(wheel: WheelName, host: HostProfile, ranked_tags: dict[str, int]) -> tuple[Finding, int]:
