@@ -7,7 +7,7 @@ would a source build target" from the same rules.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
 from types import MappingProxyType
 from typing import Any
@@ -30,10 +30,17 @@ class CandidateFile(NamedTuple):
     was listed: incompatible ones keep that order.
     """
 
-    extra: Mapping[str, Any]
+    filename: str
+    url: str
+    sha256: str
     findings: tuple[Finding, ...]
     order: int
     position: int
+
+    @property
+    def extra(self) -> dict[str, str]:
+        """The file's fields in the candidate's JSON."""
+        return {"filename": self.filename, "url": self.url, "sha256": self.sha256}
 
 
 class Candidate(NamedTuple):
@@ -100,8 +107,7 @@ class Ranked:
     @property
     def reasons(self) -> tuple[str, ...]:
         """Failures first (they are why), then the supporting facts."""
-        findings = self.findings
-        return tuple([f.reason for f in findings if not f.ok] + [f.reason for f in findings if f.ok])
+        return _reasons(self.findings)
 
     def __repr__(self) -> str:
         return f"Ranked({self.candidate!r}, {self.compatible!r}, {self.findings!r})"
@@ -117,21 +123,131 @@ class Ranked:
         }
 
 
-class Resolution(NamedTuple):
-    selected: Ranked | None
-    candidates: tuple[Ranked, ...]
-    source_build: Variant | None
-    selector: Selector
-    notes: tuple[str, ...] = ()
+class RankedCandidate:
+    """A candidate with its verdict and, for one that comes as files, its files ranked.
+
+    ``findings`` are the variant's (engine rules, selector, the candidate's
+    own); ``files`` are ranked among themselves, the ``fitting`` ones (whose
+    own findings pass as well) first. ``compatible``: the variant fits and,
+    for a candidate with files, at least one file does. This is what
+    ``resolve --json`` lists: a variant once, its wheels under it.
+    """
+
+    __slots__ = ("candidate", "compatible", "excluded", "files", "findings", "fitting", "rank_key")
+
+    def __init__(
+        self,
+        candidate: Candidate,
+        compatible: bool,
+        findings: tuple[Finding, ...],
+        files: tuple[CandidateFile, ...] = (),
+        fitting: int = 0,
+        rank_key: RankKey | None = None,
+        excluded: bool = False,
+    ) -> None:
+        self.candidate = candidate
+        self.compatible = compatible
+        self.findings = findings
+        self.files = files
+        self.fitting = fitting
+        self.rank_key = rank_key  # a compatible one's preference (variant_rank)
+        self.excluded = excluded  # the selector rules its variant out
+
+    @property
+    def variant(self) -> Variant:
+        return self.candidate.variant
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """The variant's reasons, failures first."""
+        return _reasons(self.findings)
+
+    def first_failure(self) -> str | None:
+        """Why it does not fit: the variant's first failure, else its best file's."""
+        for findings in (self.findings, *(f.findings for f in self.files[:1])):
+            for finding in findings:
+                if not finding.ok:
+                    return finding.reason
+        return None
+
+    def ranked_files(self) -> Iterator[Ranked]:
+        """Each file as the candidate it stands for, in rank order."""
+        for number, file in enumerate(self.files):
+            yield Ranked(self.candidate, self.compatible and number < self.fitting, self.findings, file)
+
+    def to_json(self, variant_json: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The contract shape; ``variant_json`` may pass the variant's JSON already built."""
+        out = {
+            "variant": self.variant.to_json() if variant_json is None else variant_json,
+            "source": self.candidate.source,
+            **dict(self.candidate.extra),
+            "compatible": self.compatible,
+            "reasons": list(self.reasons),
+        }
+        if self.candidate.files:
+            out["files"] = [
+                {
+                    **file.extra,
+                    "compatible": self.compatible and number < self.fitting,
+                    "reasons": list(_reasons(file.findings)),
+                }
+                for number, file in enumerate(self.files)
+            ]
+        return out
+
+
+def _reasons(findings: tuple[Finding, ...]) -> tuple[str, ...]:
+    return tuple([f.reason for f in findings if not f.ok] + [f.reason for f in findings if f.ok])
+
+
+class Resolution:
+    """Every candidate ranked (``ranked``), the selected one, and the source build.
+
+    ``candidates`` is the same ranking one entry per installable thing (a
+    catalog entry, a wheel), built only when asked for: an index lists each
+    variant once per wheel, and a ``resolve --json`` needs only ``ranked``.
+    """
+
+    __slots__ = ("_candidates", "notes", "ranked", "selected", "selector", "source_build")
+
+    def __init__(
+        self,
+        selected: Ranked | None,
+        ranked: tuple[RankedCandidate, ...],
+        source_build: Variant | None,
+        selector: Selector,
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        self.selected = selected
+        self.ranked = ranked
+        self.source_build = source_build
+        self.selector = selector
+        self.notes = notes
+        self._candidates: tuple[Ranked, ...] | None = None
+
+    def __repr__(self) -> str:
+        return f"Resolution(selected={self.selected!r}, {len(self.ranked)} ranked, selector={self.selector})"
+
+    @property
+    def candidates(self) -> tuple[Ranked, ...]:
+        """One Ranked per catalog entry or wheel: compatible ones by preference, then the near misses.
+
+        A wheel ranks as if its variant were listed once per wheel: compatible
+        ones by variant preference, then ``order``, then position; the rest by
+        (excluded by the selector, failed rules, position).
+        """
+        if self._candidates is None:
+            self._candidates = _flatten(self)
+        return self._candidates
 
     def to_json(self) -> dict[str, Any]:
-        """Every candidate in full; a variant's JSON object is built once and shared by its wheels."""
+        """The contract: the selected wheel in full, then every candidate once with its files under it."""
         shared: dict[Variant, dict[str, Any]] = {}
         return {
             "selected": None if self.selected is None else self.selected.to_json(),
             "candidates": [
                 c.to_json(shared.get(c.variant) or shared.setdefault(c.variant, c.variant.to_json()))
-                for c in self.candidates
+                for c in self.ranked
             ],
             "source_build": None
             if self.source_build is None
@@ -141,7 +257,7 @@ class Resolution(NamedTuple):
         }
 
     def to_json_text(self) -> str:
-        """``json.dumps(self.to_json(), separators=(",", ":"))``, built from parts a candidate shares.
+        """``json.dumps(self.to_json(), separators=(",", ":"))``, built from parts candidates share.
 
         Thousands of wheels share a few thousand variants, one source, a
         handful of wheel-tag findings and reason strings: each of those is
@@ -150,15 +266,47 @@ class Resolution(NamedTuple):
         return _JsonText().resolution(self)
 
 
+def _flatten(res: Resolution) -> tuple[Ranked, ...]:
+    """Resolution.candidates from the ranked candidates (the rule is in its docstring)."""
+    good: list[tuple[Any, ...]] = []
+    bad: list[tuple[int, Ranked]] = []
+    misses: dict[int, int] = {}
+    listed = 0
+    for group in res.ranked:
+        cand = group.candidate
+        own = sum(1 for f in group.findings if not f.ok)
+        excluded = 1 << 62 if group.excluded else 0
+        if not cand.files:
+            if group.compatible:
+                good.append((group.rank_key, cand.order, listed, Ranked(cand, True, group.findings)))
+            else:
+                bad.append((excluded + (own << 40) + listed, Ranked(cand, False, group.findings)))
+            listed += 1
+            continue
+        for number, file in enumerate(group.files):
+            if group.compatible and number < group.fitting:
+                good.append((group.rank_key, file.order, file.position, Ranked(cand, True, group.findings, file)))
+                continue
+            extra = misses.get(id(file.findings))
+            if extra is None:
+                extra = misses[id(file.findings)] = sum(1 for f in file.findings if not f.ok)
+            bad.append((excluded + ((own + extra) << 40) + file.position, Ranked(cand, False, group.findings, file)))
+    good.sort(key=_GOOD_KEY)
+    bad.sort(key=_BAD_KEY)
+    ranked = [item[3] for item in good] + [item[1] for item in bad]
+    if res.selected is not None:
+        ranked[0] = res.selected  # the same object: `selected is candidates[0]`
+    return tuple(ranked)
+
+
 class _JsonText:
     """Resolution.to_json_text's encoder: what candidates share is encoded once.
 
     Shared things are memoised by identity, each memo entry holding the
-    object so its id stays taken. A wheel of an index costs one template
-    fill: its own string fields encoded, the rest (variant, source, the
-    candidate's fields, the reasons of its verdict and wheel tag) looked up.
-    A variant's JSON is put together from its axis values' encoded forms, and
-    each reason string is encoded once however many verdicts share it.
+    object so its id stays taken. A wheel costs one template fill: its own
+    fields encoded, its verdict and the reasons of its wheel tag looked up.
+    A variant's JSON is put together from its axis values' encoded forms,
+    and each reason string is encoded once however many verdicts share it.
     """
 
     def __init__(self) -> None:
@@ -170,33 +318,52 @@ class _JsonText:
         self.values: dict[tuple[str, AxisValue], str] = {}  # (axis, value) -> '"axis":value'
         self.reasons: dict[str, str] = {}  # reason -> its JSON string
         self.shared: dict[Any, tuple[Any, ...]] = {}
+        self.tails: dict[tuple[bool, int], str] = {}  # (fits, id(findings)) -> a file's verdict and reasons
 
     def resolution(self, res: Resolution) -> str:
         build = None
         if res.source_build is not None:
             build = {"variant": res.source_build.to_json(), "spec": format_variant(res.source_build)}
         tail = self.dumps({"source_build": build, "selector": str(res.selector), "notes": list(res.notes)})
-        candidates = [self.ranked(r) for r in res.candidates]
-        selected = "null" if res.selected is None else candidates[0]
-        return f'{{"selected":{selected},"candidates":[{",".join(candidates)}],{tail[1:]}'
+        selected = "null" if res.selected is None else self.ranked(res.selected)
+        candidates = ",".join([self.candidate(c) for c in res.ranked])
+        return f'{{"selected":{selected},"candidates":[{candidates}],{tail[1:]}'
 
     def ranked(self, r: Ranked) -> str:
-        cand, file = r._candidate, r._file
+        """One Ranked (the selected wheel) in full."""
+        if r._file is not None:
+            return str(self.dumps(r.to_json()))
+        head, fields = self._head(r._candidate)[1:]
         flag = "true" if r.compatible else "false"
-        if file is None:
-            head, fields = self._candidate(cand)[1:]
-            return f'{head}{fields}"compatible":{flag},"reasons":[{self._reasons(r._findings, ())}]}}'
-        keys = tuple(file.extra)
-        template = self.shared.get((id(cand), keys))
-        if template is None:
-            template = self.shared[id(cand), keys] = (cand, self._file_template(cand, keys))
-        reasons = self._reasons(r._findings, file.findings)
-        if template[1] is not None:
-            try:
-                return str(template[1] % (*map(self.string, file.extra.values()), flag, reasons))
-            except TypeError:  # a field that is not a string
-                pass
-        return str(self.dumps(r.to_json()))
+        return f'{head}{fields}"compatible":{flag},"reasons":[{self._split(r._findings)[3]}]}}'
+
+    def candidate(self, c: RankedCandidate) -> str:
+        head, fields = self._head(c.candidate)[1:]
+        flag = "true" if c.compatible else "false"
+        text = f'{head}{fields}"compatible":{flag},"reasons":[{self._split(c.findings)[3]}]'
+        if not c.candidate.files:
+            return text + "}"
+        tails = self.tails
+        fitting = c.fitting if c.compatible else 0
+        plain = _plain_json_strings([text for file in c.files for text in file[:3]])
+        string = self.string
+        files = []
+        for number, (filename, url, sha256, findings, _, _) in enumerate(c.files):
+            tail = tails.get((number < fitting, id(findings)))
+            if tail is None:
+                tail = self._tail(number < fitting, findings)
+            if plain:  # their JSON is themselves in quotes
+                files.append(f'{{"filename":"{filename}","url":"{url}","sha256":"{sha256}",{tail}')
+            else:
+                files.append(f'{{"filename":{string(filename)},"url":{string(url)},"sha256":{string(sha256)},{tail}')
+        return f'{text},"files":[{",".join(files)}]}}'
+
+    def _tail(self, fits: bool, findings: tuple[Finding, ...]) -> str:
+        """A file's ``"compatible":...,"reasons":[...]}``: one per verdict and findings tuple."""
+        text = f'"compatible":{"true" if fits else "false"},"reasons":[{self._split(findings)[3]}]}}'
+        self.tails[fits, id(findings)] = text
+        self.shared[id(findings), "tail"] = (findings,)  # keeps the tuple, so its id stays taken
+        return text
 
     def _variant(self, variant: Variant) -> str:
         """``json.dumps(variant.to_json())``, from each (axis, value)'s encoded form."""
@@ -212,7 +379,7 @@ class _JsonText:
             text = self.variants[variant] = "{" + ",".join(parts) + "}"
         return text
 
-    def _candidate(self, cand: Candidate) -> tuple[Any, ...]:
+    def _head(self, cand: Candidate) -> tuple[Any, ...]:
         """(cand, ``{"variant":...,"source":...,``, its extra fields each followed by a comma)."""
         got = self.shared.get(id(cand))
         if got is None:
@@ -223,28 +390,6 @@ class _JsonText:
             )
             got = self.shared[id(cand)] = (cand, head, fields)
         return got
-
-    def _file_template(self, cand: Candidate, keys: tuple[str, ...]) -> str | None:
-        """A %-template of a file's object with these fields, or None where cand.extra overrides one."""
-        if not cand.extra.keys().isdisjoint(keys):
-            return None
-        head, fields = (text.replace("%", "%%") for text in self._candidate(cand)[1:])
-        own = "".join(f"{self.string(k).replace('%', '%%')}:%s," for k in keys)
-        return f'{head}{own}{fields}"compatible":%s,"reasons":[%s]}}'
-
-    def _reasons(self, findings: tuple[Finding, ...], more: tuple[Finding, ...]) -> str:
-        """The encoded reasons (Ranked.reasons): failures of both, then the rest of both; one
-        string for every wheel whose variant verdict and wheel-tag finding are the same objects."""
-        got = self.shared.get((id(findings), id(more)))
-        if got is None:
-            first = self._split(findings)
-            if not more:
-                text = str(first[3])
-            else:
-                second = self._split(more)
-                text = ",".join([part for part in (first[1], second[1], first[2], second[2]) if part])
-            got = self.shared[id(findings), id(more)] = (findings, more, text)
-        return str(got[2])
 
     def _split(self, findings: tuple[Finding, ...]) -> tuple[Any, ...]:
         """(findings, encoded failures, encoded supporting facts, both), each comma-separated."""
@@ -265,6 +410,16 @@ class _JsonText:
         if text is None:
             text = self.reasons[reason] = self.string(reason)
         return text
+
+
+_PLAIN_JSON = bytes(c for c in range(0x20, 0x7F) if c not in b'"\\')
+
+
+def _plain_json_strings(values: list[str]) -> bool:
+    """Every value is a str that JSON writes as itself in quotes (printable ASCII but quote and
+    backslash): one C pass over them all, where encoding each would walk it in Python's encoder."""
+    text = "".join(values)
+    return text.isascii() and not text.encode("ascii").translate(None, _PLAIN_JSON)
 
 
 def evaluate(candidate: Candidate, catalog: Catalog, host: HostProfile, selector: Selector) -> list[Finding]:
@@ -310,41 +465,57 @@ def rank_key(candidate: Candidate, catalog: Catalog, host: HostProfile) -> tuple
 
 
 def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog, selector: Selector) -> Resolution:
-    """Rank every candidate; the best compatible one is selected.
+    """Rank every candidate; the best compatible one (or its best file) is selected.
 
-    Compatible candidates sort by their variant's RankKey, then ``order``;
+    Compatible candidates sort by their variant's RankKey, then ``order``
+    (a candidate with files: its best fitting file's order, then position);
     incompatible ones after them, near misses first (admitted by the
-    selector, fewest failed rules), then as listed. The rules run once per
-    distinct variant (``compat.check_variant`` shares their parts through a
-    memo) and a candidate's files share that verdict, adding only their own
-    findings (a wheel tag).
+    selector, fewest failed rules, a file's own failures counted), then as
+    listed. The rules run once per distinct variant (``compat.check_variant``
+    shares their parts through a memo); a candidate's files share that
+    verdict and add only their own findings (a wheel tag), counted once per
+    distinct findings tuple. Per-file ranking (``Resolution.candidates``) is
+    derived only when asked for.
     """
     memo: dict[Any, tuple[Finding, ...]] = {}
     keys: dict[Variant, RankKey] = {}
-    good: list[tuple[RankKey, int, int, Ranked]] = []
-    bad: list[tuple[int, Ranked]] = []  # sort key: excluded, failed rules, position, as one integer
+    file_misses: dict[int, int] = {}  # id(file.findings) -> its failures; a wheel tag's findings are shared
+    good: list[tuple[RankKey, int, int, RankedCandidate]] = []
+    bad: list[tuple[int, RankedCandidate]] = []  # sort key: excluded, failed rules, position, as one integer
     listed = 0
     for cand in candidates:
         chosen = selector.check(cand.variant)
         findings = (*compat.check_variant(cand.variant, catalog, host, memo), *chosen, *cand.findings)
         misses = sum(1 for f in findings if not f.ok)
-        excluded = 0 if compat.compatible(chosen) else 1 << 62
+        excluded = not compat.compatible(chosen)
         if not cand.files:
             if misses:
-                bad.append((excluded + (misses << 40) + listed, Ranked(cand, False, findings)))
-            else:
-                good.append(
-                    (_rank(cand.variant, keys, catalog, host), cand.order, listed, Ranked(cand, True, findings))
-                )
-            listed += 1
-            continue
-        for file in cand.files:
-            own = misses + sum(1 for f in file.findings if not f.ok) if file.findings else misses
-            if own:
-                bad.append((excluded + (own << 40) + file.position, Ranked(cand, False, findings, file)))
+                group = RankedCandidate(cand, False, findings, excluded=excluded)
+                bad.append(((excluded << 62) + (misses << 40) + listed, group))
             else:
                 key = _rank(cand.variant, keys, catalog, host)
-                good.append((key, file.order, file.position, Ranked(cand, True, findings, file)))
+                good.append((key, cand.order, listed, RankedCandidate(cand, True, findings, rank_key=key)))
+            listed += 1
+            continue
+        fit: list[tuple[int, int, CandidateFile]] = []  # (order, position, file)
+        unfit: list[tuple[int, int, CandidateFile]] = []  # (own failures, position, file)
+        for file in cand.files:
+            own = file_misses.get(id(file.findings))
+            if own is None:
+                own = file_misses[id(file.findings)] = sum(1 for f in file.findings if not f.ok)
+            if own or misses:
+                unfit.append((misses + own, file.position, file))
+            else:
+                fit.append((file.order, file.position, file))
+        fit.sort(key=_FILE_KEY)
+        unfit.sort(key=_FILE_KEY)
+        files = tuple([item[2] for item in fit] + [item[2] for item in unfit])
+        if fit:
+            key = _rank(cand.variant, keys, catalog, host)
+            good.append((key, fit[0][0], fit[0][1], RankedCandidate(cand, True, findings, files, len(fit), key)))
+        else:
+            group = RankedCandidate(cand, False, findings, files, excluded=excluded)
+            bad.append(((excluded << 62) + (unfit[0][0] << 40) + unfit[0][1], group))
     good.sort(key=_GOOD_KEY)
     bad.sort(key=_BAD_KEY)
     ranked = tuple([item[3] for item in good] + [item[1] for item in bad])
@@ -354,7 +525,10 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
     except Exception as exc:  # an impossible selector on this host: say so, do not crash ranking
         source = None
         notes.append(f"no source build is possible: {exc}")
-    selected = ranked[0] if good else None
+    selected = None
+    if good:
+        best = ranked[0]
+        selected = next(best.ranked_files()) if best.files else Ranked(best.candidate, True, best.findings)
     warning = gpu_host_warning(host, selected, ranked, selector, catalog)
     if warning:
         notes.insert(0, warning)
@@ -363,6 +537,7 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
 
 _GOOD_KEY = itemgetter(0, 1, 2)
 _BAD_KEY = itemgetter(0)
+_FILE_KEY = itemgetter(0, 1)
 
 
 def _rank(variant: Variant, keys: dict[Variant, RankKey], catalog: Catalog, host: HostProfile) -> RankKey:
@@ -381,7 +556,7 @@ GPU_HOST_HOWTO = (
 def gpu_host_warning(
     host: HostProfile,
     selected: Ranked | None,
-    candidates: Iterable[Ranked],
+    candidates: Iterable[RankedCandidate],
     selector: Selector,
     catalog: Catalog,
 ) -> str | None:
@@ -400,7 +575,7 @@ def gpu_host_warning(
     why: dict[Variant, str] = {}
     for one in candidates:  # an index lists a variant once per wheel: say each variant once
         if one.variant["cuda"] != "none" and not one.compatible and one.variant not in why:
-            why[one.variant] = one.reasons[0]
+            why[one.variant] = one.first_failure() or ""
     rejected = "; ".join(f"{format_variant(v)}: {reason}" for v, reason in why.items()) or "no GPU build is offered"
     got = "a CPU build" if selected is not None else "no build"
     try:

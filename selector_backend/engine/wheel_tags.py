@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 
 from selector_backend.engine.compat import Finding
 from selector_backend.engine.host import HostProfile
-from selector_backend.engine.wheelname import WheelName
+from selector_backend.engine.wheelname import expand_tag
 
 _LEGACY = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5): "manylinux1"}
 
@@ -91,10 +91,18 @@ def host_tags(host: HostProfile) -> Iterator[str]:
         yield from python_tags(host.python, platform_tags(host))
 
 
-def check_wheel_tags(wheel: WheelName, host: HostProfile, ranked_tags: dict[str, int]) -> tuple[Finding, int]:
-    """(finding, tag priority) for a wheel on the host; lower priority number is better."""
-    best = min((ranked_tags[t] for t in wheel.tags() if t in ranked_tags), default=None)
-    tag = f"{wheel.python}-{wheel.abi}-{wheel.platform}"
+def ranked_host_tags(host: HostProfile) -> dict[str, int]:
+    """tag -> priority (lower is better) of every tag the host accepts; a tag listed twice keeps its first place."""
+    ranked: dict[str, int] = {}
+    for number, tag in enumerate(host_tags(host)):
+        ranked.setdefault(tag, number)
+    return ranked
+
+
+def check_wheel_tags(tag: str, host: HostProfile, ranked_tags: dict[str, int]) -> tuple[Finding, int]:
+    """(finding, tag priority) for a wheel's ``python-abi-platform`` tag (a compressed set
+    allowed) on the host, ``ranked_tags`` from ``ranked_host_tags``; lower priority is better."""
+    best = min((ranked_tags[t] for t in expand_tag(*tag.split("-")) if t in ranked_tags), default=None)
     if best is None:
         missing = [f for f in ("platform", "python", "libc", "machine") if getattr(host, f) is None]
         if host.platform != "linux" and "libc" in missing:

@@ -25,12 +25,12 @@ class WheelName(NamedTuple):
 
     def tags(self) -> list[str]:
         """Every python-abi-platform tag the name expands to (compressed tag sets)."""
-        return [
-            f"{p}-{a}-{pl}"
-            for p in self.python.split(".")
-            for a in self.abi.split(".")
-            for pl in self.platform.split(".")
-        ]
+        return expand_tag(self.python, self.abi, self.platform)
+
+
+def expand_tag(python: str, abi: str, platform: str) -> list[str]:
+    """Every python-abi-platform tag of a compressed tag set (``py2.py3-none-any``: two)."""
+    return [f"{p}-{a}-{pl}" for p in python.split(".") for a in abi.split(".") for pl in platform.split(".")]
 
 
 def split_wheel_name(filename: str) -> tuple[str, str, str | None, str, str, str, str | None] | None:

@@ -216,8 +216,9 @@ def _decide(settings: Settings, editable: bool) -> Plan:
         if selection.chosen is not None:
             chosen = selection.chosen
             return Plan("prebuilt", chosen.variant, "; ".join(chosen.reasons), settings, host, chosen)
-        why_not = f"none of the {len(selection.candidates)} prebuilt variants fits" + (
-            f" (best: {selection.candidates[0].reasons[0]})" if selection.candidates else ""
+        ranked = resolution.ranked
+        why_not = f"none of the {len(ranked)} prebuilt variants fits" + (
+            f" (best: {ranked[0].first_failure()})" if ranked else ""
         )
     if policy == "never-build":
         raise NothingFitsError(f"{why_not}, and build-policy is never-build")

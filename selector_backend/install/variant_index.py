@@ -369,9 +369,9 @@ def index_candidates(
     that are not variant wheels of this catalog are skipped.
     """
     from selector_backend.engine.resolve import CandidateFile
-    from selector_backend.engine.wheel_tags import check_wheel_tags, host_tags
+    from selector_backend.engine.wheel_tags import check_wheel_tags, ranked_host_tags
 
-    ranked_tags = {tag: i for i, tag in enumerate(host_tags(host))}
+    ranked_tags = ranked_host_tags(host)
     verdicts: dict[str, tuple[tuple[Finding, ...], int]] = {}  # one per distinct python-abi-platform tag
     listed = 0  # files of earlier indexes: positions run on across indexes
     new = tuple.__new__  # CandidateFile(...) without its Python-level __new__, once a wheel
@@ -379,14 +379,16 @@ def index_candidates(
         groups = read_index_groups(
             url, catalog, allowed_origins=settings.index_file_origins, **settings.fetch_options()
         )
+        base = number * 10**9
         for group in groups:
-            files = []
-            for position, filename, link, sha256, tag in group.files:
-                verdict = verdicts.get(tag)
-                if verdict is None:
-                    finding, rank = check_wheel_tags(parse_wheel_name(filename), host, ranked_tags)
-                    verdict = verdicts[tag] = ((finding,), rank)
-                extra = {"filename": filename, "url": link, "sha256": sha256}
-                files.append(new(CandidateFile, (extra, verdict[0], number * 10**9 + verdict[1], listed + position)))
-            yield Candidate(group.variant, "index", {"label": group.label, "index": url}, files=tuple(files))
+            for tag in {file[4] for file in group.files}.difference(verdicts):
+                finding, rank = check_wheel_tags(tag, host, ranked_tags)
+                verdicts[tag] = ((finding,), rank)
+            files = tuple(
+                [
+                    new(CandidateFile, (filename, link, sha256, verdicts[tag][0], base + verdicts[tag][1], listed + at))
+                    for at, filename, link, sha256, tag in group.files
+                ]
+            )
+            yield Candidate(group.variant, "index", {"label": group.label, "index": url}, files=files)
         listed += 1 + max((group.files[-1][0] for group in groups), default=-1)

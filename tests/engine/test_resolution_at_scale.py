@@ -1,5 +1,6 @@
 """A variant with its wheels as one Candidate ranks exactly as one Candidate per wheel would,
-and ``to_json_text`` is ``json.dumps(to_json())`` byte for byte."""
+its JSON lists the variant once with its wheels under it in that same order, and
+``to_json_text`` is ``json.dumps(to_json())`` byte for byte."""
 
 from __future__ import annotations
 
@@ -35,11 +36,16 @@ def per_wheel(catalog: Any) -> list[Candidate]:
         Candidate(
             variant,
             "index",
-            {"filename": f"{label}-{tag}.whl", "url": f"http://127.0.0.1/{label}-{tag}.whl", "label": label},
+            {
+                "filename": f"{label}-{tag}.whl",
+                "url": f"http://127.0.0.1/{label}-{tag}.whl",
+                "sha256": f"{position:064x}",
+                "label": label,
+            },
             (finding,),
             order=TAGS.index(tag) if finding.ok else 10**9,
         )
-        for _, variant, label, tag, finding in wheels(catalog)
+        for position, variant, label, tag, finding in wheels(catalog)
     ]
 
 
@@ -47,8 +53,9 @@ def grouped(catalog: Any) -> list[Candidate]:
     groups: dict[str, tuple[Any, list[CandidateFile]]] = {}
     for position, variant, label, tag, finding in wheels(catalog):
         files = groups.setdefault(label, (variant, []))[1]
-        extra = {"filename": f"{label}-{tag}.whl", "url": f"http://127.0.0.1/{label}-{tag}.whl"}
-        files.append(CandidateFile(extra, (finding,), TAGS.index(tag) if finding.ok else 10**9, position))
+        order = TAGS.index(tag) if finding.ok else 10**9
+        name = f"{label}-{tag}.whl"
+        files.append(CandidateFile(name, f"http://127.0.0.1/{name}", f"{position:064x}", (finding,), order, position))
     return [Candidate(v, "index", {"label": label}, files=tuple(f)) for label, (v, f) in groups.items()]
 
 
@@ -65,22 +72,51 @@ def test_grouped_wheels_rank_as_single_wheels(catalog: Any, host: Any, selector:
     chosen = parse_selector(selector, catalog)
     one_by_one = resolve(host, per_wheel(catalog), catalog, chosen)
     together = resolve(host, grouped(catalog), catalog, chosen)
-    assert together.to_json() == one_by_one.to_json()  # same order, fields, verdicts and reasons
     assert [r.reasons for r in together.candidates] == [r.reasons for r in one_by_one.candidates]
+    assert [r.compatible for r in together.candidates] == [r.compatible for r in one_by_one.candidates]
     assert [r.candidate for r in together.candidates] == [r.candidate for r in one_by_one.candidates]
     assert together.notes == one_by_one.notes
     if together.selected is not None:
         assert together.selected is together.candidates[0]
+        assert together.to_json()["selected"] == one_by_one.to_json()["selected"]
+    else:
+        assert one_by_one.selected is None
+
+
+@pytest.mark.parametrize(
+    "host",
+    [make_host("icelake"), make_host("icelake", gpus=["8.6"], driver="12.6"), make_host("zen3", mpi="mpich")],
+)
+def test_json_lists_each_variant_once_with_its_wheels_in_rank_order(catalog: Any, host: Any) -> None:
+    """The grouped JSON is the per-wheel ranking regrouped: variants in order of their best wheel,
+    each wheel under its variant in rank order, with the variant's and the wheel's own reasons."""
+    resolution = resolve(host, grouped(catalog), catalog, parse_selector("auto", catalog))
+    per_wheel_order = [(r.candidate.extra["label"], r.candidate.extra["filename"]) for r in resolution.candidates]
+    data = resolution.to_json()
+    labels = [c["label"] for c in data["candidates"]]
+    assert labels == list(dict.fromkeys(label for label, _ in per_wheel_order))  # first appearance
+    for entry in data["candidates"]:
+        names = [f["filename"] for f in entry["files"]]
+        assert names == [name for label, name in per_wheel_order if label == entry["label"]]
+        assert entry["compatible"] == any(f["compatible"] for f in entry["files"])
+    wheel = {r.candidate.extra["filename"]: r for r in resolution.candidates}
+    for entry in data["candidates"]:
+        for file in entry["files"]:
+            one = wheel[file["filename"]]
+            assert file["compatible"] == one.compatible
+            assert sorted(entry["reasons"] + file["reasons"]) == sorted(one.reasons)
+    assert sum(len(c["files"]) for c in data["candidates"]) == len(resolution.candidates)
 
 
 @pytest.mark.parametrize("shape", ["grouped", "per_wheel", "odd_fields"])
 @pytest.mark.parametrize("host", [make_host("icelake"), make_host("haswell", gpus=["8.0"], driver="12.4")])
 def test_json_text_is_json_dumps(catalog: Any, host: Any, shape: str) -> None:
-    if shape == "odd_fields":  # a non-string field, a file field the candidate overrides, text to escape
+    if shape == "odd_fields":  # a non-string candidate field, text to escape in a file's fields and reasons
         variant = catalog.prebuilt_variants()[0]
         files = (
-            CandidateFile({"filename": 'a%s\u00e9"b.whl', "size": 12}, (), 0, 0),
-            CandidateFile({"label": "mine", "url": "u"}, (compat.Finding(False, "no\n%d"),), 1, 1),
+            CandidateFile('a%s\u00e9"b.whl', "u\\v", "0" * 64, (), 0, 0),
+            CandidateFile("plain.whl", "http://127.0.0.1/plain.whl", "f" * 64, (compat.Finding(False, "no\n%d"),), 1, 1),
+            CandidateFile("tab\t.whl", "u", "\u007f", (compat.Finding(True, "ok"),), 2, 2),
         )
         candidates = [Candidate(variant, "index", {"label": "x%", "n": [1, None]}, files=files)]
     else:

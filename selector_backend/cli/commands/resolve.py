@@ -10,13 +10,14 @@ from selector_backend.cli.commands._common import add_resolution_arguments, cata
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
 
     from selector_backend.engine.host import HostProfile
-    from selector_backend.engine.resolve import Candidate, Resolution
+    from selector_backend.engine.resolve import Candidate, RankedCandidate, Resolution
 
 NAME = "resolve"
 EXPLAIN_TOP = 10
+EXPLAIN_WHEELS = 3  # wheels shown under each candidate without --all
 HELP = "rank the prebuilt variants for this machine (or --host-profile) and select the best"
 
 #: The flags a command line may hold for ``main`` to parse it without argparse (and what argparse would set
@@ -132,33 +133,48 @@ def print_summary(resolution: Resolution) -> None:
             print(f"  + {reason}")
     else:
         print("selected: nothing prebuilt fits this host")
-        for cand in resolution.candidates[:3]:
-            print(f"  - {format_variant(cand.variant)}: {cand.reasons[0] if cand.reasons else ''}")
+        for cand in resolution.ranked[:3]:
+            print(f"  - {format_variant(cand.variant)}: {cand.first_failure() or ''}")
     if resolution.selected is None and resolution.source_build is not None:
         print(f"source build would target: {format_variant(resolution.source_build)}")
     for note in resolution.notes:
         print(f"note: {note}")
-    count = sum(1 for c in resolution.candidates if c.compatible)
-    print(
-        f"{count} of {len(resolution.candidates)} candidates fit (selector: {resolution.selector}); "
-        "--explain shows the best, --explain --all every one"
-    )
+    fit = _fit_count(resolution.ranked)
+    print(f"{fit} (selector: {resolution.selector}); --explain shows the best, --explain --all every one")
+
+
+def _fit_count(ranked: Sequence[RankedCandidate]) -> str:
+    """``3 of 2500 candidates fit`` (and of their wheels, where they come as wheels)."""
+    text = f"{sum(1 for c in ranked if c.compatible)} of {len(ranked)} candidates fit"
+    wheels = sum(len(c.files) for c in ranked)
+    if wheels:
+        text += f" ({sum(c.fitting for c in ranked if c.compatible)} of {wheels} wheels)"
+    return text
 
 
 def print_explain(resolution: Resolution, top: int | None = None) -> None:
-    """The first ``top`` candidates (every one when None) with their reasons, and a count of the rest."""
+    """The first ``top`` candidates (every one when None) with their reasons and wheels, and a count of the rest."""
     from selector_backend.engine.variant import format_variant
 
-    shown = resolution.candidates if top is None else resolution.candidates[:top]
+    shown = resolution.ranked if top is None else resolution.ranked[:top]
     for rank, cand in enumerate(shown, 1):
         mark = "ok " if cand.compatible else "no "
-        chosen = " <= selected" if cand is resolution.selected else ""
+        chosen = " <= selected" if rank == 1 and resolution.selected is not None else ""
         print(f"{rank:>3}. {mark} {format_variant(cand.variant)}  [{cand.candidate.source}]{chosen}")
         for reason in cand.reasons:
             print(f"          {reason}")
-    hidden = len(resolution.candidates) - len(shown)
+        files = cand.files if top is None else cand.files[:EXPLAIN_WHEELS]
+        for number, file in enumerate(files):
+            fits = "ok" if cand.compatible and number < cand.fitting else "no"
+            print(f"          wheel {file.filename}: {fits}, {'; '.join(f.reason for f in file.findings)}")
+        if len(files) < len(cand.files):
+            more = len(cand.files) - len(files)
+            print(
+                f"          ... {more} more wheels ({max(0, cand.fitting - len(files)) if cand.compatible else 0} fit)"
+            )
+    hidden = len(resolution.ranked) - len(shown)
     if hidden:
-        fit = sum(1 for c in resolution.candidates[len(shown) :] if c.compatible)
+        fit = sum(1 for c in resolution.ranked[len(shown) :] if c.compatible)
         print(f"  ... {hidden} more candidates ({fit} of them fit); --explain --all shows every one")
     if resolution.source_build is not None:
         print(f"source build would target: {format_variant(resolution.source_build)}")
