@@ -239,6 +239,8 @@ from selector_backend.settings import host_profile_for, load_settings
 from selector_backend.install.variant_index import index_candidates
 url, rounds = sys.argv[1], int(sys.argv[2])
 resolution = None
+import gc
+gc.disable()  # as the resolve command does: the cycle collector would walk the index's objects again and again
 catalog = load_catalog(); settings = load_settings(); host = host_profile_for(settings)
 selector = parse_selector("auto", catalog)
 from pathlib import Path
@@ -256,7 +258,8 @@ for _ in range(rounds + 1):  # the first is a warm-up
     resolution.to_json_text()  # what resolve --json writes to a pipe
     t3 = clock()
     reads.append(t1 - t0); resolves.append(t2 - t1); encodes.append(t3 - t2)
-    # The floor under this contract: parsing the index's JSON files, and the C encoder writing the same output
+    # What no reader can skip: parsing the index's JSON files; and the C encoder writing the same output, to compare
+    # with ours
     t4 = clock()
     for path in page_files:
         json.loads(path.read_bytes())
@@ -270,8 +273,8 @@ del reads[0], resolves[0], encodes[0], parses[0], c_encodes[0]
 print(json.dumps({"candidates": len(resolution.candidates), "distinct_variants": len(candidates),
                   "read_index_ms": statistics.median(reads) * 1000,
                   "resolve_ms": statistics.median(resolves) * 1000, "json_ms": statistics.median(encodes) * 1000,
-                  "floor_parse_index_json_ms": statistics.median(parses) * 1000,
-                  "floor_c_encoder_ms": statistics.median(c_encodes) * 1000}))
+                  "parse_index_json_ms": statistics.median(parses) * 1000,
+                  "c_encoder_same_output_ms": statistics.median(c_encodes) * 1000}))
 """
 
 
@@ -392,8 +395,8 @@ def main(argv: list[str] | None = None) -> int:
                 "in_process_target_ms": INDEX_INPROCESS_MS,
             }
             floor = result["index_case"]["in_process_median_ms"]
-            result["index_case"]["floor_ratio_vs_catalog_resolve"] = (
-                statistics.median(ours) + (floor["floor_parse_index_json_ms"] + floor["floor_c_encoder_ms"]) / 1000
+            result["index_case"]["parse_floor_ratio_vs_catalog_resolve"] = (
+                statistics.median(ours) + floor["parse_index_json_ms"] / 1000
             ) / statistics.median(ours)
         for name in sides:
             result["sides"][name]["cpu_median_s"] = statistics.median(cpu[name])
@@ -450,11 +453,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"(target <= {INDEX_INPROCESS_MS:.0f} ms), --json text {inproc['json_ms']:.1f} ms"
             )
         floor = case["in_process_median_ms"]
-        parse_ms, encode_ms = floor["floor_parse_index_json_ms"], floor["floor_c_encoder_ms"]
         print(
-            f"  the floor of this output contract: json.loads of the index files {parse_ms:.1f} ms + json.dumps (C) "
-            f"of the same --json {encode_ms:.1f} ms: no reader of it takes less than "
-            f"{case['floor_ratio_vs_catalog_resolve']:.2f}x the catalog-only resolve (wall)"
+            f"  json.loads of the index files alone: {floor['parse_index_json_ms']:.1f} ms, so no reader of them "
+            f"takes less than {case['parse_floor_ratio_vs_catalog_resolve']:.2f}x the catalog-only resolve (wall); "
+            f"the C json.dumps of the same --json takes {floor['c_encoder_same_output_ms']:.1f} ms"
         )
     if "profile" in result:
         prof = result["profile"]

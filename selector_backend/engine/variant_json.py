@@ -68,8 +68,9 @@ def properties(variant: Variant, catalog: Catalog) -> dict[str, list[str]]:
     return out
 
 
-FeatureMemo = dict[tuple[str, str], tuple[tuple[str, AxisValue], ...]]
-"""(feature, value text) -> the axis values it sets: shared by the variants of one catalog."""
+FeatureMemo = dict[tuple[str, str | None], tuple[tuple[str, AxisValue], ...]]
+"""(feature, value text, or None where it is absent) -> the axis values it sets: shared by the variants of one
+catalog."""
 
 
 def variant_from_properties(features: Mapping[str, Any], catalog: Catalog, memo: FeatureMemo | None = None) -> Variant:
@@ -78,19 +79,25 @@ def variant_from_properties(features: Mapping[str, Any], catalog: Catalog, memo:
     An index's variants repeat a few feature values thousands of times: a
     caller reading many may pass a ``memo`` so each is parsed once.
     """
+    if memo is None:
+        memo = {}
     values: dict[str, AxisValue] = {}
     for feature, raw in features.items():
         if not isinstance(raw, list) or len(raw) != 1 or not isinstance(raw[0], str):
             raise InputError(f"feature {feature!r} must have exactly one value, got {raw!r}")
-        parsed = None if memo is None else memo.get((feature, raw[0]))
+        parsed = memo.get((feature, raw[0]))
         if parsed is None:
-            parsed = _feature_values(feature, raw[0], catalog)
-            if memo is not None:
-                memo[feature, raw[0]] = parsed
+            parsed = memo[feature, raw[0]] = _feature_values(feature, raw[0], catalog)
         values.update(parsed)
-    if "cuda" in catalog.axes and "cuda" not in values:  # a CPU-only build lacks the feature
-        values["cuda"] = catalog.parse_value("cuda", "none")
-        values["cuda_arch"] = catalog.parse_value("cuda_arch", "none")
+    if GPU_FEATURE not in features and "cuda" in catalog.axes:  # a CPU-only build lacks the feature
+        parsed = memo.get((GPU_FEATURE, None))
+        if parsed is None:
+            none = (
+                ("cuda", catalog.parse_value("cuda", "none")),
+                ("cuda_arch", catalog.parse_value("cuda_arch", "none")),
+            )
+            parsed = memo[GPU_FEATURE, None] = none
+        values.update(parsed)
     return catalog.make_variant(values)
 
 

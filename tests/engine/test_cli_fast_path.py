@@ -37,6 +37,22 @@ def test_fast_path_parses_as_argparse_does(flags: list[str]) -> None:
     assert vars(fast) == {**argparse_options(["resolve", *flags]), "_run": resolve_cmd.run}
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--index-url", "file:///x"],
+        ["--index-url=file:///x"],
+        ["--json", "--index-url", "https://example.org/simple"],
+        ["--index-url", "file:///x=y", "--explain", "--all"],
+        ["--require-prebuilt", "--index-url=a=b"],
+    ],
+)
+def test_fast_path_takes_an_index_url_as_argparse_does(argv: list[str]) -> None:
+    fast = cli_main._fast_args(["resolve", *argv])
+    assert fast is not None
+    assert vars(fast) == {**argparse_options(["resolve", *argv]), "_run": resolve_cmd.run}
+
+
 def test_every_resolve_option_has_its_default_on_the_fast_path() -> None:
     fast = vars(cli_main._fast_args(["resolve"]))
     assert set(fast) - {"_run"} == set(argparse_options(["resolve"]))  # command and --version too
@@ -47,7 +63,12 @@ def test_every_resolve_option_has_its_default_on_the_fast_path() -> None:
     [
         ["resolve", "--json", "--explain"],  # argparse names the conflict
         ["resolve", "--json", "--json"],
-        ["resolve", "--index-url", "file:///x"],
+        ["resolve", "--index-url"],  # no value
+        ["resolve", "--index-url="],
+        ["resolve", "--index-url", "-x"],  # argparse reads it as an option
+        ["resolve", "--index-url", "a", "--index-url", "b"],
+        ["resolve", "--index", "file:///x"],  # an abbreviation argparse accepts
+        ["resolve", "--json=1"],
         ["resolve", "-C", "target=x86_64"],
         ["resolve", "--help"],
         ["resolve", "--jsn"],

@@ -115,7 +115,9 @@ def test_json_text_is_json_dumps(catalog: Any, host: Any, shape: str) -> None:
         variant = catalog.prebuilt_variants()[0]
         files = (
             CandidateFile('a%s\u00e9"b.whl', "u\\v", "0" * 64, (), 0, 0),
-            CandidateFile("plain.whl", "http://127.0.0.1/plain.whl", "f" * 64, (compat.Finding(False, "no\n%d"),), 1, 1),
+            CandidateFile(
+                "plain.whl", "http://127.0.0.1/plain.whl", "f" * 64, (compat.Finding(False, "no\n%d"),), 1, 1
+            ),
             CandidateFile("tab\t.whl", "u", "\u007f", (compat.Finding(True, "ok"),), 2, 2),
         )
         candidates = [Candidate(variant, "index", {"label": "x%", "n": [1, None]}, files=files)]

@@ -38,11 +38,26 @@ FAST_DEFAULTS: dict[str, Any] = {
 }
 
 
-def fast_args(flags: list[str]) -> dict[str, Any] | None:
-    """The parsed options of ``resolve FLAGS`` where argparse is not needed for them; None otherwise."""
+FAST_OPTIONS = {"--index-url": "index_url"}  # options with a value the fast path takes
+
+
+def fast_args(argv: list[str]) -> dict[str, Any] | None:
+    """The parsed options of ``resolve ARGV`` where argparse is not needed for them; None otherwise."""
+    flags: list[str] = []
+    values: dict[str, str] = {}
+    args = iter(argv)
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if name not in FAST_OPTIONS:
+            flags.append(arg)
+            continue
+        value = value if eq else next(args, "")
+        if not value or value.startswith("-") or FAST_OPTIONS[name] in values:
+            return None  # a missing value, one argparse may read as an option, a repeat: argparse decides
+        values[FAST_OPTIONS[name]] = value
     if len(set(flags)) != len(flags) or not set(flags) <= FAST_FLAGS.keys() or {"--json", "--explain"} <= set(flags):
-        return None  # values, repeats, --help, mistakes and conflicts: argparse says what is wrong
-    return {**FAST_DEFAULTS, "config_setting": [], **{FAST_FLAGS[f]: True for f in flags}}
+        return None  # repeats, --help, mistakes and conflicts: argparse says what is wrong
+    return {**FAST_DEFAULTS, "config_setting": [], **{FAST_FLAGS[f]: True for f in flags}, **values}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
