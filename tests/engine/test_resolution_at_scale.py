@@ -11,7 +11,7 @@ import pytest
 
 from selector_backend.engine import compat
 from selector_backend.engine.policy import parse_selector
-from selector_backend.engine.resolve import Candidate, CandidateFile, resolve
+from selector_backend.engine.resolve import Candidate, CandidateFile, RankedCandidate, resolve
 
 from .engine_helpers import make_host
 
@@ -125,3 +125,14 @@ def test_json_text_is_json_dumps(catalog: Any, host: Any, shape: str) -> None:
         candidates = grouped(catalog) if shape == "grouped" else per_wheel(catalog)
     resolution = resolve(host, candidates, catalog, parse_selector("auto", catalog))
     assert resolution.to_json_text() == json.dumps(resolution.to_json(), separators=(",", ":"))
+
+
+def test_first_failure_is_the_variants_else_its_best_wheels(catalog: Any) -> None:
+    """What the GPU-host warning and the backend quote for a candidate that does not fit."""
+    variant = catalog.prebuilt_variants()[0]
+    tag_miss = compat.Finding(False, "wheel tag cp310 does not")
+    files = (CandidateFile("a.whl", "u", "0" * 64, (tag_miss,), 10**9, 0),)
+    ok, bad = compat.Finding(True, "target fits"), compat.Finding(False, "target does not fit")
+    assert RankedCandidate(Candidate(variant, files=files), False, (ok,), files).first_failure() == tag_miss.reason
+    assert RankedCandidate(Candidate(variant, files=files), False, (ok, bad), files).first_failure() == bad.reason
+    assert RankedCandidate(Candidate(variant), True, (ok,)).first_failure() is None

@@ -184,9 +184,8 @@ def print_explain(resolution: Resolution, top: int | None = None) -> None:
             print(f"          wheel {file.filename}: {fits}, {'; '.join(f.reason for f in file.findings)}")
         if len(files) < len(cand.files):
             more = len(cand.files) - len(files)
-            print(
-                f"          ... {more} more wheels ({max(0, cand.fitting - len(files)) if cand.compatible else 0} fit)"
-            )
+            fit = max(0, cand.fitting - len(files)) if cand.compatible else 0
+            print(f"          ... {more} more wheel(s), {fit} of them fit; --explain --all lists every one")
     hidden = len(resolution.ranked) - len(shown)
     if hidden:
         fit = sum(1 for c in resolution.ranked[len(shown) :] if c.compatible)
