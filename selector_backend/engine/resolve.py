@@ -114,13 +114,7 @@ class Ranked:
 
     def to_json(self, variant_json: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The contract shape; ``variant_json`` may pass the variant's JSON already built."""
-        return {
-            "variant": self.variant.to_json() if variant_json is None else variant_json,
-            "source": self.candidate.source,
-            **dict(self.candidate.extra),
-            "compatible": self.compatible,
-            "reasons": list(self.reasons),
-        }
+        return _entry_json(self.candidate, self.compatible, self.reasons, variant_json)
 
 
 class RankedCandidate:
@@ -176,14 +170,8 @@ class RankedCandidate:
             yield Ranked(self.candidate, self.compatible and number < self.fitting, self.findings, file)
 
     def to_json(self, variant_json: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The contract shape; ``variant_json`` may pass the variant's JSON already built."""
-        out = {
-            "variant": self.variant.to_json() if variant_json is None else variant_json,
-            "source": self.candidate.source,
-            **dict(self.candidate.extra),
-            "compatible": self.compatible,
-            "reasons": list(self.reasons),
-        }
+        """The contract shape, its files under it; ``variant_json`` may pass the variant's JSON already built."""
+        out = _entry_json(self.candidate, self.compatible, self.reasons, variant_json)
         if self.candidate.files:
             out["files"] = [
                 {
@@ -194,6 +182,19 @@ class RankedCandidate:
                 for number, file in enumerate(self.files)
             ]
         return out
+
+
+def _entry_json(
+    candidate: Candidate, compatible: bool, reasons: tuple[str, ...], variant_json: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """One candidate's object in ``resolve --json``: variant, source, its own fields, verdict, reasons."""
+    return {
+        "variant": candidate.variant.to_json() if variant_json is None else variant_json,
+        "source": candidate.source,
+        **dict(candidate.extra),
+        "compatible": compatible,
+        "reasons": list(reasons),
+    }
 
 
 def _reasons(findings: tuple[Finding, ...]) -> tuple[str, ...]:
