@@ -319,6 +319,7 @@ class _JsonText:
         self.values: dict[tuple[str, AxisValue], str] = {}  # (axis, value) -> '"axis":value'
         self.reasons: dict[str, str] = {}  # reason -> its JSON string
         self.shared: dict[Any, tuple[Any, ...]] = {}
+        self.verdicts: dict[tuple[Finding, ...], tuple[Any, ...]] = {}  # findings -> _split's answer
         self.tails: dict[tuple[bool, int], str] = {}  # (fits, id(findings)) -> a file's verdict and reasons
 
     def resolution(self, res: Resolution) -> str:
@@ -393,17 +394,21 @@ class _JsonText:
         return got
 
     def _split(self, findings: tuple[Finding, ...]) -> tuple[Any, ...]:
-        """(findings, encoded failures, encoded supporting facts, both), each comma-separated."""
+        """(findings, encoded failures, encoded supporting facts, both), each comma-separated; looked up
+        by identity, then by content (candidates of different variants often reach the same verdict)."""
         got = self.shared.get(id(findings))
         if got is None:
-            fails = ",".join([self._reason(f.reason) for f in findings if not f.ok])
-            oks = ",".join([self._reason(f.reason) for f in findings if f.ok])
-            got = self.shared[id(findings)] = (
-                findings,
-                fails,
-                oks,
-                f"{fails},{oks}" if fails and oks else fails or oks,
-            )
+            got = self.verdicts.get(findings)
+            if got is None:
+                fails = ",".join([self._reason(f.reason) for f in findings if not f.ok])
+                oks = ",".join([self._reason(f.reason) for f in findings if f.ok])
+                got = self.verdicts[findings] = (
+                    findings,
+                    fails,
+                    oks,
+                    f"{fails},{oks}" if fails and oks else fails or oks,
+                )
+            self.shared[id(findings)] = (findings, *got[1:])
         return got
 
     def _reason(self, reason: str) -> str:
@@ -487,7 +492,7 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
     for cand in candidates:
         chosen = selector.check(cand.variant)
         findings = (*compat.check_variant(cand.variant, catalog, host, memo), *chosen, *cand.findings)
-        misses = sum(1 for f in findings if not f.ok)
+        misses = len(findings) - sum(map(_OK, findings))
         excluded = not compat.compatible(chosen)
         if not cand.files:
             if misses:
@@ -538,6 +543,7 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
 
 _GOOD_KEY = itemgetter(0, 1, 2)
 _BAD_KEY = itemgetter(0)
+_OK = itemgetter(0)  # Finding.ok, counted in C
 _FILE_KEY = itemgetter(0, 1)
 
 
