@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from packaging import tags
 
 from selector_backend.engine.host import HostProfile
-from selector_backend.engine.wheel_tags import host_tags, platform_tags, python_tags
+from selector_backend.engine.wheel_tags import check_wheel_tags, host_tags, platform_tags, python_tags, ranked_host_tags
 
 from .engine_helpers import ROOT, clean_env
 
@@ -95,3 +95,22 @@ def test_host_tags_imports_neither_packaging_nor_logging(tmp_path: Path) -> None
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("python", ["py311", "pp310", "cp311"])
+def test_a_tag_listed_twice_keeps_its_first_place(python: str) -> None:
+    """packaging lists py3X-none-any twice for an interpreter that is neither CPython nor PyPy."""
+    host = HostProfile(platform="linux", libc="glibc 2.39", machine="x86_64", python=python)
+    listed = list(host_tags(host))
+    ranked = ranked_host_tags(host)
+    assert set(ranked) == set(listed)
+    assert all(ranked[tag] == listed.index(tag) for tag in ranked)
+
+
+def test_check_wheel_tags_expands_a_compressed_tag_set() -> None:
+    host = HostProfile(platform="linux", libc="glibc 2.39", machine="x86_64", python="cp311")
+    ranked = ranked_host_tags(host)
+    fits, rank = check_wheel_tags("py2.py3-none-any", host, ranked)
+    assert fits.ok and rank == ranked["py3-none-any"]
+    miss, rank = check_wheel_tags("cp312-cp312-manylinux_2_28_x86_64", host, ranked)
+    assert not miss.ok and rank == 10**9 and "cp312-cp312-manylinux_2_28_x86_64" in miss.reason
