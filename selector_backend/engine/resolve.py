@@ -304,8 +304,9 @@ class _JsonText:
     """Resolution.to_json_text's encoder: what candidates share is encoded once.
 
     Shared things are memoised by identity, each memo entry holding the
-    object so its id stays taken. A wheel costs one template fill: its own
-    fields encoded, its verdict and the reasons of its wheel tag looked up.
+    object so its id stays taken. A wheel costs one f-string: its three
+    fields (as they are where none of its candidate's wheels needs escaping),
+    its verdict and the reasons of its wheel tag looked up.
     A variant's JSON is put together from its axis values' encoded forms,
     and each reason string is encoded once however many verdicts share it.
     """
@@ -347,7 +348,7 @@ class _JsonText:
             return text + "}"
         tails = self.tails
         fitting = c.fitting if c.compatible else 0
-        plain = _plain_json_strings([text for file in c.files for text in file[:3]])
+        plain = _plain_json_strings([field for file in c.files for field in file[:3]])
         string = self.string
         files = []
         for number, (filename, url, sha256, findings, _, _) in enumerate(c.files):
