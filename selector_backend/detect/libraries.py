@@ -105,15 +105,20 @@ def launcher_by_name(launcher: str) -> tuple[str, str | None] | None:
         return None
     prefix = os.path.dirname(os.path.dirname(launcher))
     for libdir in ("lib", "lib64", f"lib/{MULTIARCH}"):
-        try:
-            with open(os.path.join(prefix, libdir, "pkgconfig", _PKGCONFIG[impl]), errors="replace") as handle:
-                text = handle.read()
-        except OSError:
-            continue
-        match = re.search(r"^Version:\s*([\d.]+)", text, re.MULTILINE)
+        text = _read_text(os.path.join(prefix, libdir, "pkgconfig", _PKGCONFIG[impl]))
+        match = re.search(r"^Version:\s*([\d.]+)", text, re.MULTILINE) if text is not None else None
         if match:
             return impl, match.group(1)
     return None
+
+
+def _read_text(path: str | Path) -> str | None:
+    """A small text file's contents, or None where it cannot be read (absent, a directory, no permission)."""
+    try:
+        with open(path, errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
 def detect_mpi(notes: list[str], timeout: float | None = None) -> LibraryInfo | None:
@@ -150,9 +155,8 @@ NCCL_NAMES = ("libnccl.so", "libnccl.so.2")
 
 
 def _nccl_header_version(header: Path) -> str | None:
-    try:
-        text = header.read_text(errors="replace")
-    except OSError:
+    text = _read_text(header)
+    if text is None:
         return None
     parts = [re.search(rf"#define NCCL_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
     return ".".join(m.group(1) for m in parts) if all(parts) else None  # type: ignore[union-attr]
@@ -190,10 +194,8 @@ GLOO_CMAKE_DIRS = (
 
 def detect_gloo(notes: list[str]) -> LibraryInfo | None:
     for directory in GLOO_CMAKE_DIRS:
-        try:
-            with open(os.path.join(directory, "GlooConfigVersion.cmake"), errors="replace") as handle:
-                text = handle.read()
-        except OSError:
+        text = _read_text(os.path.join(directory, "GlooConfigVersion.cmake"))
+        if text is None:
             continue
         match = re.search(r'PACKAGE_VERSION "([^"]+)"', text)
         return LibraryInfo("gloo", match.group(1) if match else None, directory)
