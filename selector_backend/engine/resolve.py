@@ -271,27 +271,24 @@ def _flatten(res: Resolution) -> tuple[Ranked, ...]:
     """Resolution.candidates from the ranked candidates (the rule is in its docstring)."""
     good: list[tuple[Any, ...]] = []
     bad: list[tuple[int, Ranked]] = []
-    misses: dict[int, int] = {}
+    shared: dict[int, int] = {}
     listed = 0
     for group in res.ranked:
         cand = group.candidate
-        own = sum(1 for f in group.findings if not f.ok)
-        excluded = 1 << 62 if group.excluded else 0
+        own = _failures(group.findings)
         if not cand.files:
             if group.compatible:
                 good.append((group.rank_key, cand.order, listed, Ranked(cand, True, group.findings)))
             else:
-                bad.append((excluded + (own << 40) + listed, Ranked(cand, False, group.findings)))
+                bad.append((_near_miss_key(group.excluded, own, listed), Ranked(cand, False, group.findings)))
             listed += 1
             continue
         for number, file in enumerate(group.files):
             if group.compatible and number < group.fitting:
                 good.append((group.rank_key, file.order, file.position, Ranked(cand, True, group.findings, file)))
                 continue
-            extra = misses.get(id(file.findings))
-            if extra is None:
-                extra = misses[id(file.findings)] = sum(1 for f in file.findings if not f.ok)
-            bad.append((excluded + ((own + extra) << 40) + file.position, Ranked(cand, False, group.findings, file)))
+            key = _near_miss_key(group.excluded, own + _failures(file.findings, shared), file.position)
+            bad.append((key, Ranked(cand, False, group.findings, file)))
     good.sort(key=_GOOD_KEY)
     bad.sort(key=_BAD_KEY)
     ranked = [item[3] for item in good] + [item[1] for item in bad]
@@ -486,19 +483,19 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
     """
     memo: dict[Any, tuple[Finding, ...]] = {}
     keys: dict[Variant, RankKey] = {}
-    file_misses: dict[int, int] = {}  # id(file.findings) -> its failures; a wheel tag's findings are shared
+    shared: dict[int, int] = {}  # _failures' memo: a wheel tag's findings are shared by its wheels
     good: list[tuple[RankKey, int, int, RankedCandidate]] = []
     bad: list[tuple[int, RankedCandidate]] = []  # sort key: excluded, failed rules, position, as one integer
     listed = 0
     for cand in candidates:
         chosen = selector.check(cand.variant)
         findings = (*compat.check_variant(cand.variant, catalog, host, memo), *chosen, *cand.findings)
-        misses = len(findings) - sum(map(_OK, findings))
+        misses = _failures(findings)
         excluded = not compat.compatible(chosen)
         if not cand.files:
             if misses:
                 group = RankedCandidate(cand, False, findings, excluded=excluded)
-                bad.append(((excluded << 62) + (misses << 40) + listed, group))
+                bad.append((_near_miss_key(excluded, misses, listed), group))
             else:
                 key = _rank(cand.variant, keys, catalog, host)
                 good.append((key, cand.order, listed, RankedCandidate(cand, True, findings, rank_key=key)))
@@ -507,9 +504,7 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
         fit: list[tuple[int, int, CandidateFile]] = []  # (order, position, file)
         unfit: list[tuple[int, int, CandidateFile]] = []  # (own failures, position, file)
         for file in cand.files:
-            own = file_misses.get(id(file.findings))
-            if own is None:
-                own = file_misses[id(file.findings)] = sum(1 for f in file.findings if not f.ok)
+            own = _failures(file.findings, shared)
             if own or misses:
                 unfit.append((misses + own, file.position, file))
             else:
@@ -522,7 +517,7 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
             good.append((key, fit[0][0], fit[0][1], RankedCandidate(cand, True, findings, files, len(fit), key)))
         else:
             group = RankedCandidate(cand, False, findings, files, excluded=excluded)
-            bad.append(((excluded << 62) + (unfit[0][0] << 40) + unfit[0][1], group))
+            bad.append((_near_miss_key(excluded, unfit[0][0], unfit[0][1]), group))
     good.sort(key=_GOOD_KEY)
     bad.sort(key=_BAD_KEY)
     ranked = tuple([item[3] for item in good] + [item[1] for item in bad])
@@ -545,6 +540,25 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
 _GOOD_KEY = itemgetter(0, 1, 2)
 _BAD_KEY = itemgetter(0)
 _OK = itemgetter(0)  # Finding.ok, counted in C
+
+
+def _failures(findings: tuple[Finding, ...], shared: dict[int, int] | None = None) -> int:
+    """How many findings fail; with ``shared``, counted once per findings tuple (by identity: the
+    tuples stay alive in the candidates that hold them)."""
+    if shared is None:
+        return len(findings) - sum(map(_OK, findings))
+    count = shared.get(id(findings))
+    if count is None:
+        count = shared[id(findings)] = len(findings) - sum(map(_OK, findings))
+    return count
+
+
+def _near_miss_key(excluded: bool, failures: int, position: int) -> int:
+    """Sort key of what does not fit, as one integer: admitted by the selector first, then the
+    fewest failed rules, then as listed."""
+    return (excluded << 62) + (failures << 40) + position
+
+
 _FILE_KEY = itemgetter(0, 1)
 
 
