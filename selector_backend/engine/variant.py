@@ -23,6 +23,15 @@ class Variant(Mapping[str, AxisValue]):
         self._items: tuple[tuple[str, AxisValue], ...] = tuple(self._values.items())
         self._hash = hash(self._items)
 
+    @classmethod
+    def of_pairs(cls, pairs: tuple[tuple[str, AxisValue], ...]) -> Variant:
+        """The Variant whose ``pairs()`` these are (a cached copy's): complete and in axis order already."""
+        variant = cls.__new__(cls)
+        variant._items = pairs
+        variant._values = dict(pairs)
+        variant._hash = hash(pairs)
+        return variant
+
     def __getitem__(self, axis: str) -> AxisValue:
         return self._values[axis]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from selector_backend.engine import variant_json
@@ -28,7 +29,7 @@ from selector_backend.engine.resolve import Candidate
 from selector_backend.engine.variant import Variant
 from selector_backend.engine.wheelname import WheelName, parse_wheel_name, split_wheel_name
 from selector_backend.errors import ExternalError, InputError, IntegrityError
-from selector_backend.install import fetch
+from selector_backend.install import fetch, index_cache
 from selector_backend.records import NamedTuple
 
 if TYPE_CHECKING:
@@ -241,9 +242,11 @@ def _checked_variants(variants: dict[str, Any], url: str) -> dict[str, dict[str,
 
 def _variants_maps(
     files: list[IndexFile], catalog: Catalog, options: dict[str, Any], check_link: Callable[[str], str]
-) -> dict[str, tuple[bool, dict[str, Any]]]:
-    """version -> (legacy shape?, {label: properties}) from every ``*-variants.json`` listed (links checked first)."""
+) -> tuple[dict[str, tuple[bool, dict[str, Any]]], bool]:
+    """(version -> (legacy shape?, {label: properties}) from every ``*-variants.json`` listed (links
+    checked first), whether the page pins every one of them by sha256)."""
     out: dict[str, tuple[bool, dict[str, Any]]] = {}
+    pinned = True
     for item in files:
         if not item.filename.endswith("-variants.json"):
             continue
@@ -253,11 +256,12 @@ def _variants_maps(
         raw = fetch.get_bytes(check_link(item.url), **options)
         if item.sha256 and fetch.hashlib_sha256(raw) != item.sha256.lower():
             raise IntegrityError(f"sha256 mismatch for {item.url}; refusing the variants file")
+        pinned = pinned and item.sha256 is not None
         legacy, variants = _variants_document(raw, item.url)
         if match.group(2) in out and out[match.group(2)][0] is False:
             continue  # both spellings listed: the current one wins
         out[match.group(2)] = (legacy, variants)
-    return out
+    return out, pinned
 
 
 class IndexGroup(NamedTuple):
@@ -275,7 +279,12 @@ class IndexGroup(NamedTuple):
 
 
 def read_index_groups(
-    location: str, catalog: Catalog, *, allowed_origins: tuple[str, ...] = (), **options: Any
+    location: str,
+    catalog: Catalog,
+    *,
+    allowed_origins: tuple[str, ...] = (),
+    cache_dir: Path | None = None,
+    **options: Any,
 ) -> list[IndexGroup]:
     """The variant wheels of ``catalog.name`` on the index at ``location``, one group per
     (version, label) in order of first listing.
@@ -285,12 +294,31 @@ def read_index_groups(
     ``fetch.check_link``. A wheel is dropped on string checks of its name
     (another project, no label, a version or label the variants file does
     not define) before anything is built for it; each label's variant is
-    parsed once.
+    parsed once. With a ``cache_dir`` the result for these exact page bytes
+    is kept and reused (``index_cache``).
     """
     url = project_url(location, catalog.name)
     kind, body = _page(url, options)
+    key = None
+    if cache_dir is not None:
+        key = index_cache.page_key(url, kind, catalog, allowed_origins)
+        kept = index_cache.load(cache_dir, key, body)
+        if kept is not None:
+            return kept
+    groups, repeatable = _read_groups(url, kind, body, catalog, allowed_origins, options)
+    if key is not None and cache_dir is not None and repeatable:
+        index_cache.store(cache_dir, key, body, groups)
+    return groups
+
+
+def _read_groups(
+    url: str, kind: str, body: bytes, catalog: Catalog, allowed_origins: tuple[str, ...], options: dict[str, Any]
+) -> tuple[list[IndexGroup], bool]:
+    """(read_index_groups' answer parsed from the page, whether a cached copy may stand for it: the
+    page pins its variants files and no wheel was skipped with a warning)."""
     files = parse_project_page(kind, body, url)
-    maps = _variants_maps(files, catalog, options, lambda link: fetch.check_link(url, link, allowed_origins))
+    check = lambda link: fetch.check_link(url, link, allowed_origins)  # noqa: E731
+    maps, repeatable = _variants_maps(files, catalog, options, check)
     project = normalize_project(catalog.name)
     ours: dict[str, bool] = {}  # a wheel name's spelling -> is it this project
     groups: dict[tuple[str, str], IndexGroup] = {}
@@ -325,6 +353,7 @@ def read_index_groups(
         if not sha256:
             from selector_backend.install.console import warn
 
+            repeatable = False
             warn(
                 f"{fetch.shown(filename)}: the index gives no sha256 for this wheel; "
                 "skipping it (the others are still used)"
@@ -335,7 +364,7 @@ def read_index_groups(
             fetch.check_link(url, link, allowed_origins)  # raises for a link the index may not send us to
             allowed.add(where)
         group.files.append((position, filename, link, sha256.lower(), f"{python}-{abi}-{platform}"))
-    return [group for group in groups.values() if group.files]
+    return [group for group in groups.values() if group.files], repeatable
 
 
 def read_index(
@@ -377,7 +406,11 @@ def index_candidates(
     new = tuple.__new__  # CandidateFile(...) without its Python-level __new__, once a wheel
     for number, url in enumerate(urls):
         groups = read_index_groups(
-            url, catalog, allowed_origins=settings.index_file_origins, **settings.fetch_options()
+            url,
+            catalog,
+            allowed_origins=settings.index_file_origins,
+            cache_dir=settings.cache_dir,
+            **settings.fetch_options(),
         )
         base = number * 10**9
         for group in groups:

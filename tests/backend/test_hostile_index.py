@@ -52,11 +52,14 @@ class Outcome:
         self.last = lines[-1] if lines else ""
 
     def cached(self) -> list[str]:
-        """Files in the cache, less lock files and the install's plan memo (``plan_reuse``: a decision, no data)."""
+        """Files in the cache, less lock files, the install's plan memo (``plan_reuse``: a decision, no data) and
+        parsed pages (``index_cache``: reused only for the same page bytes; test_index_cache.py)."""
         return sorted(
             str(p.relative_to(self.cache))
             for p in self.cache.rglob("*")
-            if p.is_file() and p.suffix != ".lock" and p.relative_to(self.cache).parts[0] != "plans"
+            if p.is_file()
+            and p.suffix != ".lock"
+            and p.relative_to(self.cache).parts[0] not in ("plans", "index-pages")
         )
 
     def assert_refused(self, pattern: str, rc: int = 4) -> None:
