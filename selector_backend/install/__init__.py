@@ -2,7 +2,8 @@
 
 ``backend`` holds the hooks pip calls. It detects the host, resolves against
 the configured variant index (``variant_index`` over ``fetch``: configured
-origins only, hashes verified, fail closed), then either hands pip a verified
+origins only, hashes verified, fail closed; ``index_cache`` keeps parsed
+pages for unchanged page bytes), then either hands pip a verified
 prebuilt wheel (``wheelcheck``) or builds exactly the chosen variant from
 source (``build``, ``cmake_config`` through scikit-build-core). ``plan_reuse``
 shares one decision between pip's hook processes; ``sdist`` and ``metadata``
@@ -16,6 +17,7 @@ __all__ = [
     "cmake_config",
     "console",
     "fetch",
+    "index_cache",
     "metadata",
     "plan_reuse",
     "sdist",
