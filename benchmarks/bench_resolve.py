@@ -6,7 +6,9 @@ for that is the interpreter plus archspec's own detection, so the peer is
 ``python -c "import archspec.cpu; archspec.cpu.host()"``. Both run as fresh
 processes, interleaved (alternating which goes first), many times, after
 bytecode is compiled and with PYTHONDONTWRITEBYTECODE removed from both
-sides' environment; no HVD_SELECTOR_* variable, config file or cache is used.
+sides' environment; no HVD_SELECTOR_* variable or config file is used, and the
+cache directory is a fresh one (the warm-up runs fill it as a user's first run
+would: the catalog's parsed TOML, the index's parsed page).
 
 ``hvd-selector`` runs through a console-script wrapper identical to the one
 pip writes, so the measured import path is the installed one.

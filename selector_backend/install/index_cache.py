@@ -19,7 +19,8 @@ Safety:
   and read with ``marshal``: local data only, never anything from the network,
   and a file that fails to load or names another key is a miss, then
   rewritten.
-- Only the newest ``KEEP`` pages are kept.
+- Only the newest ``KEEP`` pages are kept; a temporary file a killed writer
+  left behind is removed by the next store.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import json
 import marshal
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 
 FORMAT = 1  # bump when what is stored, or what read_index_groups makes of a page, changes
 KEEP = 8
+ABANDONED_S = 600.0
 DIRECTORY = "index-pages"
 
 
@@ -94,20 +97,27 @@ def store(cache_dir: Path, key: str, body: bytes, groups: Sequence[IndexGroup]) 
     rows = [(g.version, g.label, g.variant.pairs(), g.files) for g in groups]
     path = _path(cache_dir, key)
     try:
-        atomic_write_bytes(path, marshal.dumps((key, body, rows)))
+        atomic_write_bytes(path, marshal.dumps((key, body, rows)), durable=False)  # a torn file loads as a miss
         _prune(path.parent)
     except (OSError, ValueError):
         return
 
 
 def _prune(directory: Path) -> None:
-    """All but the newest ``KEEP`` pages go (best effort: another process may be pruning too)."""
+    """All but the newest ``KEEP`` pages go, and so do temporary files a killed writer left
+    (older than ``ABANDONED_S``: a younger one may be another process's write in flight).
+    Best effort: another process may be pruning too."""
+    now = time.time()
     aged: list[tuple[float, Path]] = []
-    for item in directory.glob("*.marshal"):
+    for item in directory.glob("*"):
         try:
-            aged.append((item.stat().st_mtime, item))
+            mtime = item.stat().st_mtime
         except OSError:
             continue
+        if item.suffix == ".marshal":
+            aged.append((mtime, item))
+        elif item.name.startswith(".") and item.suffix == ".tmp" and now - mtime > ABANDONED_S:
+            item.unlink(missing_ok=True)
     for _, old in sorted(aged, reverse=True)[KEEP:]:
         old.unlink(missing_ok=True)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +172,18 @@ def test_only_the_newest_pages_are_kept(catalog: Catalog, tmp_path: Path) -> Non
         os.utime(entry, (1000 + number, 1000 + number))  # mtimes apart, whatever the clock's resolution
         written.append(entry)
     assert index_cache.entries(cache) == sorted(written[2:])
+
+
+def test_a_killed_writers_temporary_file_is_swept(index: Path, catalog: Catalog, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    pages = cache / index_cache.DIRECTORY
+    pages.mkdir(parents=True)
+    abandoned, in_flight = pages / ".dead.marshal.x1.tmp", pages / ".live.marshal.x2.tmp"
+    for item in (abandoned, in_flight):
+        item.write_bytes(b"half a page")
+    old = time.time() - index_cache.ABANDONED_S - 60
+    os.utime(abandoned, (old, old))
+    read(index, catalog, cache)
+    assert not abandoned.exists()
+    assert in_flight.exists()  # young: perhaps another process's write
+    assert len(index_cache.entries(cache)) == 1
