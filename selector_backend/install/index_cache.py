@@ -57,6 +57,7 @@ def page_key(page_url: str, kind: str, catalog: Catalog, allowed_origins: Sequen
         page_url,
         kind,
         catalog.name,
+        catalog.version,  # a new release reads afresh, whatever FORMAT says
         catalog.namespace,
         axes,
         list(allowed_origins),

@@ -140,7 +140,7 @@ def test_a_damaged_or_foreign_cache_file_is_a_miss_then_rewritten(
     assert index_cache.load(cache, key, page_of(index).read_bytes()) is not None
 
 
-def test_the_key_covers_link_policy_and_catalog_axes(index: Path, catalog: Catalog) -> None:
+def test_the_key_covers_link_policy_catalog_axes_and_release(index: Path, catalog: Catalog) -> None:
     url = variant_index.project_url(index.as_uri(), catalog.name)
     base = index_cache.page_key(url, "json", catalog, ())
     assert index_cache.page_key(url, "json", catalog, ("https://files.example",)) != base
@@ -150,6 +150,7 @@ def test_the_key_covers_link_policy_and_catalog_axes(index: Path, catalog: Catal
     target = axes["target"]
     axes["target"] = target._replace(values=(*target.values, "made_up_target"))
     assert index_cache.page_key(url, "json", catalog._replace(axes=axes), ()) != base
+    assert index_cache.page_key(url, "json", catalog._replace(version="99.0"), ()) != base
     assert index_cache.page_key(url, "json", catalog, ()) == base
 
 
