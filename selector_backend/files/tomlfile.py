@@ -74,13 +74,13 @@ def load_toml_remembered(path: Path) -> TomlDocument:
     trusted only when the user owns it and nobody else can write it.
     """
     text = read_text(path, "the TOML file")
-    from selector_backend.files.private_cache import default_cache_dir, trusted
+    from selector_backend.files.private_cache import default_cache_dir, read_trusted
 
     memo = default_cache_dir() / ("toml-" + re.sub(r"[^A-Za-z0-9]+", "_", str(path.resolve()))[-120:] + ".json")
     try:
-        info = memo.stat()
-        if trusted(info):
-            kept = json.loads(memo.read_text(encoding="utf-8"))
+        raw = read_trusted(memo)
+        if raw is not None:
+            kept = json.loads(raw.decode("utf-8"))
             if isinstance(kept, dict) and kept.get("text") == text and isinstance(kept.get("data"), dict):
                 return TomlDocument(path, text, kept["data"])
     except (OSError, ValueError, RecursionError):

@@ -15,7 +15,7 @@ Safety:
 - A result is stored only when the page pins every variants file it used by
   sha256 (so the page's bytes decide theirs) and no wheel was skipped with a
   warning (a load could not repeat the warning).
-- The file is the user's own (``private_cache.trusted``), written atomically,
+- The file is the user's own (``private_cache.read_trusted``), written atomically,
   and read with ``marshal``: local data only, never anything from the network,
   and a file that fails to load or names another key is a miss, then
   rewritten.
@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from selector_backend.engine.variant import Variant
-from selector_backend.files.private_cache import trusted
+from selector_backend.files.private_cache import read_trusted
 
 if TYPE_CHECKING:
     from selector_backend.engine.catalog import Catalog
@@ -76,17 +75,16 @@ def load(cache_dir: Path, key: str, body: bytes) -> list[IndexGroup] | None:
     not the user's own, unreadable)."""
     from selector_backend.install.variant_index import IndexGroup
 
-    path = _path(cache_dir, key)
+    raw = read_trusted(_path(cache_dir, key))
+    if raw is None:
+        return None
     try:
-        with open(path, "rb") as handle:
-            if not trusted(os.fstat(handle.fileno())):
-                return None
-            stored, page, rows = marshal.loads(handle.read())  # load(handle) reads object by object: slow
+        stored, page, rows = marshal.loads(raw)
         if stored != key or page != body:
             return None
         new, of_pairs = tuple.__new__, Variant.of_pairs
         return [new(IndexGroup, (version, label, of_pairs(pairs), files)) for version, label, pairs, files in rows]
-    except (OSError, EOFError, ValueError, TypeError):  # marshal's complaints about a damaged file
+    except (EOFError, ValueError, TypeError):  # marshal's complaints about a damaged file
         return None
 
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from selector_backend.files.private_cache import trusted
+from selector_backend.files.private_cache import read_trusted
 
 MAX_AGE_S = 600.0
 #: Variables outside HVD_SELECTOR_* that change what detection finds.
@@ -87,15 +87,12 @@ def _path(cache_dir: Path, key: str) -> Path:
 
 def load(cache_dir: Path, key: str) -> dict[str, Any] | None:
     """The stored plan for ``key``, or None (absent, stale, for another key or unreadable)."""
-    path = _path(cache_dir, key)
+    raw = read_trusted(_path(cache_dir, key), MAX_AGE_S)  # someone else's, or writable by others: decide afresh
+    if raw is None:
+        return None
     try:
-        info = path.stat()
-        if time.time() - info.st_mtime > MAX_AGE_S:
-            return None
-        if not trusted(info):
-            return None  # written by someone else, or writable by others: decide afresh
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(raw.decode("utf-8"))
+    except ValueError:
         return None
     if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("plan"), dict):
         return None
