@@ -18,6 +18,7 @@ from selector_backend.engine.compat import Finding
 from selector_backend.engine.host import HostProfile
 from selector_backend.engine.policy import Selector
 from selector_backend.engine.variant import AxisValue, Variant, format_variant
+from selector_backend.files.safeparse import only_chars
 from selector_backend.records import NamedTuple
 
 
@@ -345,7 +346,7 @@ class _JsonText:
             return text + "}"
         tails = self.tails
         fitting = c.fitting if c.compatible else 0
-        plain = _plain_json_strings([field for file in c.files for field in file[:3]])
+        plain = only_chars("".join([field for file in c.files for field in file[:3]]), _PLAIN_JSON)
         string = self.string
         files = []
         for number, (filename, url, sha256, findings, _, _) in enumerate(c.files):
@@ -416,14 +417,9 @@ class _JsonText:
         return text
 
 
+#: What JSON writes as itself inside quotes (printable ASCII but quote and backslash): strings made only of
+#: these need no pass through the encoder.
 _PLAIN_JSON = bytes(c for c in range(0x20, 0x7F) if c not in b'"\\')
-
-
-def _plain_json_strings(values: list[str]) -> bool:
-    """Every value is a str that JSON writes as itself in quotes (printable ASCII but quote and
-    backslash): one C pass over them all, where encoding each would walk it in Python's encoder."""
-    text = "".join(values)
-    return text.isascii() and not text.encode("ascii").translate(None, _PLAIN_JSON)
 
 
 def evaluate(candidate: Candidate, catalog: Catalog, host: HostProfile, selector: Selector) -> list[Finding]:

@@ -39,3 +39,10 @@ def read_text(path: Any, what: str) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: {what} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def only_chars(text: str, chars: bytes) -> bool:
+    """Every character of ``text`` is one of the ASCII ``chars``. A whole column of strings joined is
+    checked in one C loop (``bytes.translate`` deleting them leaves nothing), several times faster
+    than a regex or a per-character walk."""
+    return text.isascii() and not text.encode("ascii").translate(None, chars)

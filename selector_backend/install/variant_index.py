@@ -29,6 +29,7 @@ from selector_backend.engine.resolve import Candidate
 from selector_backend.engine.variant import Variant
 from selector_backend.engine.wheelname import WheelName, parse_wheel_name, split_wheel_name
 from selector_backend.errors import ExternalError, InputError, IntegrityError
+from selector_backend.files.safeparse import only_chars
 from selector_backend.install import fetch, index_cache
 from selector_backend.records import NamedTuple
 
@@ -81,15 +82,9 @@ _HEX = b"0123456789abcdefABCDEF"
 _PLAIN_NAME_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+!-"
 
 
-def _only(text: str, chars: bytes) -> bool:
-    """Every character of ``text`` is one of the ASCII ``chars``: a whole column checked in one
-    C loop (bytes.translate deleting them leaves nothing), several times faster than a regex."""
-    return text.isascii() and not text.encode("ascii").translate(None, chars)
-
-
 def _join(page_url: str, href: str) -> str:
     """urljoin, with a fast path for the common case: a bare file name beside the page."""
-    if page_url.endswith("/") and href and _only(href, _PLAIN_NAME_CHARS) and href not in (".", ".."):
+    if page_url.endswith("/") and href and only_chars(href, _PLAIN_NAME_CHARS) and href not in (".", ".."):
         return page_url + href
     try:
         return urllib.parse.urljoin(page_url, href)
@@ -133,9 +128,11 @@ def _json_files(items: list[Any], page_url: str) -> list[IndexFile] | None:
         return None
     shas = [h.get("sha256") for h in hashes]
     given = [sha for sha in shas if sha is not None]
-    if given and not (set(map(type, given)) == {str} and set(map(len, given)) == {64} and _only("".join(given), _HEX)):
+    if given and not (
+        set(map(type, given)) == {str} and set(map(len, given)) == {64} and only_chars("".join(given), _HEX)
+    ):
         return None
-    if page_url.endswith("/") and _only("".join(hrefs), _PLAIN_NAME_CHARS) and {".", ".."}.isdisjoint(hrefs):
+    if page_url.endswith("/") and only_chars("".join(hrefs), _PLAIN_NAME_CHARS) and {".", ".."}.isdisjoint(hrefs):
         urls = [page_url + href for href in hrefs]
     else:
         urls = [_join(page_url, href) for href in hrefs]
