@@ -591,7 +591,7 @@ def gpu_host_warning(
         return None
     names = ", ".join(sorted({f"{g.name} ({g.compute_capability})" for g in gpus}))
     why: dict[Variant, str] = {}
-    for one in candidates:  # an index lists a variant once per wheel: say each variant once
+    for one in candidates:  # a variant may come from several sources or releases: say each once
         if one.variant["cuda"] != "none" and not one.compatible and one.variant not in why:
             why[one.variant] = one.first_failure() or ""
     rejected = "; ".join(f"{format_variant(v)}: {reason}" for v, reason in why.items()) or "no GPU build is offered"

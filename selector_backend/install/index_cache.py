@@ -122,5 +122,5 @@ def _prune(directory: Path) -> None:
 
 
 def entries(cache_dir: Path) -> list[Path]:
-    """The stored pages, oldest name first."""
+    """The stored pages, in name order."""
     return sorted((cache_dir / DIRECTORY).glob("*.marshal"))

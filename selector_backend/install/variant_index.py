@@ -296,14 +296,14 @@ def read_index_groups(
     """
     url = project_url(location, catalog.name)
     kind, body = _page(url, options)
-    key = None
-    if cache_dir is not None:
-        key = index_cache.page_key(url, kind, catalog, allowed_origins)
-        kept = index_cache.load(cache_dir, key, body)
-        if kept is not None:
-            return kept
+    if cache_dir is None:
+        return _read_groups(url, kind, body, catalog, allowed_origins, options)[0]
+    key = index_cache.page_key(url, kind, catalog, allowed_origins)
+    kept = index_cache.load(cache_dir, key, body)
+    if kept is not None:
+        return kept
     groups, repeatable = _read_groups(url, kind, body, catalog, allowed_origins, options)
-    if key is not None and cache_dir is not None and repeatable:
+    if repeatable:
         index_cache.store(cache_dir, key, body, groups)
     return groups
 
