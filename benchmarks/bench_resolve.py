@@ -348,10 +348,15 @@ def main(argv: list[str] | None = None) -> int:
             sides["hvd_selector_resolve_index"] = [python, str(wrapper), "resolve", "--json", "--index-url", index_url]
             sides[first_read] = sides["hvd_selector_resolve_index"]
 
+        from selector_backend.files.private_cache import default_cache_dir
+        from selector_backend.install.index_cache import DIRECTORY
+
+        kept_pages = default_cache_dir(env) / DIRECTORY
+
         def prepare(name: str) -> None:
             """Untimed: a first read finds no parsed page kept."""
             if name == first_read:
-                shutil.rmtree(Path(env["XDG_CACHE_HOME"], "hvd-selector", "index-pages"), ignore_errors=True)
+                shutil.rmtree(kept_pages, ignore_errors=True)
 
         samples: dict[str, list[float]] = {name: [] for name in sides}
         cpu: dict[str, list[float]] = {name: [] for name in sides}
