@@ -88,10 +88,18 @@ def test_publish_layout_and_read_back(tmp_path: Path, catalog: Catalog) -> None:
         assert entry.label == variant_label(entry.variant)
     index_file = json.loads((tmp_path / "site/simple/hvd-selector/hvd_selector-0.1.0-variants.json").read_text())
     assert set(index_file["variants"]) == {variant_label(v) for v in variants}
-    gpu = index_file["variants"][variant_label(variants[2])]["hvd_selector"]
-    assert gpu["cuda"] == ["cu13_sm80"] and gpu["tensor_ops"] == ["nccl"]
-    cpu = index_file["variants"][variant_label(variants[0])]["hvd_selector"]
-    assert "cuda" not in cpu and "none" not in json.dumps(cpu)  # a CPU build lacks the feature
+    # The standard providers' terms wherever they are exact; our namespace only for what no standard covers.
+    gpu = index_file["variants"][variant_label(variants[2])]
+    assert gpu == {
+        "x86_64": {"level": ["v3"]},
+        "nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["80_real", "80_virtual"]},
+    }, "nccl is what a CUDA build implies"
+    cpu = index_file["variants"][variant_label(variants[0])]
+    assert cpu == {"x86_64": {"level": ["v3"]}}, "a gloo build needs nothing a standard provider cannot see"
+    mpi = index_file["variants"][variant_label(variants[1])]
+    assert mpi == {"x86_64": {"level": ["v4"]}, "hvd_selector": {"tensor_ops": ["mpi"], "controllers": ["mpi"]}}
+    assert index_file["$schema"] == variant_json.SCHEMA_URL
+    assert index_file["providers"]["hvd_selector"]["requires"] == ["hvd-selector-variant-provider==0.1.0"]
     root_page = json.loads((tmp_path / "site/simple/index.json").read_text())
     assert root_page["projects"] == [{"name": "hvd-selector"}]
     # The labelled file holds the very bytes that were built (what the backend hands pip).
