@@ -63,6 +63,13 @@ def catalog() -> Catalog:
     return load_catalog()
 
 
+def live(site: Path) -> Path:
+    """The folder of the files the live project page lists."""
+    folder = publish.generation_dir(site, load_catalog())
+    assert folder is not None, f"{site} has no published project page"
+    return folder
+
+
 def assert_consistent(root: Path, catalog: Catalog) -> list[variant_index.IndexEntry]:
     """Every file the live page lists exists with the listed sha256; the reader agrees."""
     page = root / "simple" / "hvd-selector"
@@ -72,7 +79,7 @@ def assert_consistent(root: Path, catalog: Catalog) -> list[variant_index.IndexE
         assert publish.sha256_of(page / item["url"]) == item["hashes"]["sha256"], item["filename"]
     html = (page / "index.html").read_text()
     for item in data["files"]:
-        assert f'href="{item["filename"]}#sha256={item["hashes"]["sha256"]}"' in html
+        assert f'href="{item["url"]}#sha256={item["hashes"]["sha256"]}"' in html
     return list(variant_index.read_index(str(root / "simple"), catalog))
 
 
@@ -86,7 +93,7 @@ def test_publish_layout_and_read_back(tmp_path: Path, catalog: Catalog) -> None:
     for entry in entries:
         assert entry.filename.endswith(f"-{variant_label(entry.variant)}.whl")
         assert entry.label == variant_label(entry.variant)
-    index_file = json.loads((tmp_path / "site/simple/hvd-selector/hvd_selector-0.1.0-variants.json").read_text())
+    index_file = json.loads((live(tmp_path / "site") / "hvd_selector-0.1.0-variants.json").read_text())
     assert set(index_file["variants"]) == {variant_label(v) for v in variants}
     # The standard providers' terms wherever they are exact; our namespace only for what no standard covers.
     gpu = index_file["variants"][variant_label(variants[2])]
@@ -118,8 +125,9 @@ def test_rerun_is_idempotent_and_adding_keeps_what_was_there(tmp_path: Path, cat
     more = publish.publish([second], site, catalog, progress=False)
     assert more.changed and len(more.added) == 1
     assert len(assert_consistent(site, catalog)) == 2
-    generations = list((site / "simple" / publish.GENERATIONS).iterdir())
+    generations = list((site / "simple" / "hvd-selector").glob(publish.GENERATION_PREFIX + "*"))
     assert len(generations) == 2, "the new generation and the one a reader may still hold"
+    assert not [p for p in site.rglob("*") if p.is_symlink()], "plain files: any static server, any copy"
 
 
 def test_published_names_are_immutable(tmp_path: Path, catalog: Catalog) -> None:
@@ -151,7 +159,7 @@ def test_a_crash_at_any_step_leaves_a_consistent_index(
 
     def crashing_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         calls["n"] += 1
-        if (crash_at == "store" and calls["n"] == 2) or (crash_at == "swap" and Path(dst).name == "hvd-selector"):
+        if (crash_at == "store" and calls["n"] == 2) or (crash_at == "swap" and Path(dst).name == "index.json"):
             raise KeyboardInterrupt("simulated crash")
         real_replace(src, dst)
 
@@ -258,11 +266,11 @@ def test_builder_builds_repairs_and_publishes_a_reduced_matrix(
     assert {e.variant for e in entries} == {catalog.parse_variant(CPU), catalog.parse_variant(MPI)}
     for entry in entries:
         assert "manylinux_" in entry.filename, "auditwheel repaired it"
-        with zipfile.ZipFile(site / "simple/hvd-selector" / entry.filename) as archive:
+        with zipfile.ZipFile(live(site) / entry.filename) as archive:
             libs = [n for n in archive.namelist() if ".libs/" in n]
         if entry.variant["tensor_ops"] == "mpi":
             assert not any("libmpi" in n for n in libs), "libmpi comes from the mpi extra, never the wheel"
-            with zipfile.ZipFile(site / "simple/hvd-selector" / entry.filename) as archive:
+            with zipfile.ZipFile(live(site) / entry.filename) as archive:
                 core = next(n for n in archive.namelist() if "/_core" in n and n.endswith(".so"))
                 (tmp_path / "core.so").write_bytes(archive.read(core))
             needed = subprocess.run(["readelf", "-d", str(tmp_path / "core.so")], capture_output=True, text=True)
@@ -274,7 +282,7 @@ def test_builder_builds_repairs_and_publishes_a_reduced_matrix(
     pytest.importorskip("variantlib")
     from .test_variantlib import ANALYZE, VARIANTLIB
 
-    wheels = sorted(str(p) for p in (site / "simple/hvd-selector").glob("*.whl"))
+    wheels = sorted(str(p) for p in live(site).glob("*.whl"))
     analyzed = subprocess.run([sys.executable, "-c", ANALYZE, *wheels], capture_output=True, text=True)
     assert analyzed.returncode == 0 and analyzed.stdout.count("hvd_selector :: target ::") == 2, analyzed.stderr
     regen = tmp_path / "regen"
@@ -282,7 +290,7 @@ def test_builder_builds_repairs_and_publishes_a_reduced_matrix(
     for wheel in wheels:
         shutil.copy(wheel, regen)
     subprocess.run([*VARIANTLIB, "generate-index-json", "-d", str(regen)], check=True, capture_output=True)
-    published = site / "simple/hvd-selector/hvd_selector-0.1.0-variants.json"
+    published = live(site) / "hvd_selector-0.1.0-variants.json"
     assert json.loads((regen / published.name).read_text()) == json.loads(published.read_text())
     assert main(args) == 0, "a re-run skips what the index already has"
     again = capsys.readouterr()
@@ -299,7 +307,7 @@ def test_builder_keeps_nccl_out_of_a_cuda_variant(tmp_path: Path, catalog: Catal
     site = tmp_path / "site"
     assert main(["build-variants", "--index", str(site), "--wheelhouse", str(tmp_path / "wh"), "--variant", GPU]) == 0
     (entry,) = assert_consistent(site, catalog)
-    with zipfile.ZipFile(site / "simple/hvd-selector" / entry.filename) as archive:
+    with zipfile.ZipFile(live(site) / entry.filename) as archive:
         names = archive.namelist()
         plugin = next(n for n in names if n.endswith("libhvd_nccl.so"))
         (tmp_path / "plugin.so").write_bytes(archive.read(plugin))
@@ -330,7 +338,7 @@ def _check_public_index(site: Path, wheels: list[Path], catalog: Catalog) -> Non
         assert mode & want == want, f"{path.relative_to(site)} has mode {oct(mode)}"
     if os.geteuid() == 0:
         page = site / "simple" / "hvd-selector"
-        files = [str(page / n) for n in ("index.html", "index.json", *(p.name for p in page.glob("*.whl")))]
+        files = [str(page / n) for n in ("index.html", "index.json")] + [str(p) for p in live(site).glob("*.whl")]
         proc = subprocess.run(
             ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "cat", *files],
             capture_output=True,

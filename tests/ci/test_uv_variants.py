@@ -139,7 +139,9 @@ def test_uv_installs_the_wheel_the_engine_ranks_first(
 
 def test_uv_never_picks_a_build_our_namespace_governs(site: Path, venv: Path, tmp_path: Path, catalog: Catalog) -> None:
     """With only MPI builds on the index uv finds nothing (it cannot tell whether MPI is here)."""
-    wheels = (site / "simple/hvd-selector").glob("*_x86_64-*.whl")
+    folder = publish.generation_dir(site, catalog)
+    assert folder is not None
+    wheels = folder.glob("*_x86_64-*.whl")
     mpi = [p for p in wheels if _namespaces(p) >= {catalog.namespace}]
     assert mpi
     only = tmp_path / "site"

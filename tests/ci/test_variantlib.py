@@ -51,7 +51,10 @@ def site(tmp_path_factory: pytest.TempPathFactory, catalog: Catalog) -> Path:
 
 
 def project_dir(site: Path) -> Path:
-    return site / "simple" / "hvd-selector"
+    """The live generation's folder (the project page links its files)."""
+    folder = publish.generation_dir(site, load_catalog())
+    assert folder is not None
+    return folder
 
 
 def published_wheels(site: Path) -> list[Path]:
