@@ -393,7 +393,7 @@ def _install_prebuilt(plan: Plan, catalog: Any, wheel_directory: Path) -> str:
     cached = _fetch_prebuilt(plan)
     verify_wheel_variant(cached, plan.variant, catalog)
     name = standard_filename(extra["filename"])
-    copy_verified(cached, extra["sha256"], wheel_directory / name)
+    os.chmod(copy_verified(cached, extra["sha256"], wheel_directory / name), 0o644)  # the cache's copy is 0600
     log(f"installed prebuilt variant {extra.get('label')} as {name} (sha256 {extra['sha256'][:16]}… verified)")
     return name
 

@@ -410,8 +410,11 @@ def check_built(wheel: Path, variant: Variant, catalog: Catalog) -> None:
         raise ExternalError(f"{wheel.name} was built as {format_variant(built)}, not {format_variant(variant)}")
 
 
-def _run_into(cmd: list[str], outdir: Path, what: str, env: dict[str, str] | None = None) -> Path:
-    """Run a wheel-producing command into a fresh directory; move its one wheel to ``outdir``."""
+def _run_into(
+    cmd: list[str], outdir: Path, what: str, env: dict[str, str] | None = None, pattern: str = "*.whl"
+) -> Path:
+    """Run a command that writes one file (``pattern``) into a fresh directory; move it to ``outdir``, world-readable
+    (a build frontend may write it 0600; published files are public)."""
     import subprocess
 
     from selector_backend.errors import ExternalError
@@ -422,12 +425,20 @@ def _run_into(cmd: list[str], outdir: Path, what: str, env: dict[str, str] | Non
         if result.returncode != 0:
             lines = [ln for ln in (result.stdout + "\n" + result.stderr).splitlines() if ln.strip()]
             raise ExternalError(f"{what} failed (exit {result.returncode}): {' | '.join(lines[-3:])}")
-        made = list(Path(work).glob("*.whl"))
+        made = list(Path(work).glob(pattern))
         if len(made) != 1:
-            raise ExternalError(f"{what} produced {len(made)} wheels, expected one")
+            raise ExternalError(f"{what} produced {len(made)} {pattern} files, expected one")
         final = outdir / made[0].name
+        os.chmod(made[0], PUBLIC_FILE)
         os.replace(made[0], final)
     return final
+
+
+def build_sdist(source_dir: Path, outdir: Path, index_url: str) -> Path:
+    """The sdist with ``index_url`` embedded as its default index (``-C index-url``): what stock pip installs
+    from a variant index, whose backend then fetches a labelled wheel from that same index."""
+    cmd = [sys.executable, "-m", "build", "--sdist", "--no-isolation", f"-Cindex-url={index_url}", str(source_dir)]
+    return _run_into([*cmd, "--outdir"], outdir, f"building the sdist for {index_url}", pattern="*.tar.gz")
 
 
 def _uses(variant: Variant, library: str) -> bool:

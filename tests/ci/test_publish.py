@@ -344,3 +344,87 @@ def _check_public_index(site: Path, wheels: list[Path], catalog: Catalog) -> Non
             capture_output=True,
         )
         assert proc.returncode == 0, proc.stderr.decode()
+
+
+@pytest.mark.slow
+def test_the_publishing_page_gives_an_index_stock_pip_and_uv_install_from(tmp_path: Path, catalog: Catalog) -> None:
+    """docs/guide/publishing.md end to end: build-variants with --index-url, ``python -m http.server`` on
+    127.0.0.1, then stock pip and uv in fresh venvs with the documented flags. The dependencies (numpy, archspec,
+    ...) come from a local wheelhouse (``--find-links``) where the page lets PyPI serve them."""
+    import socket
+
+    from devtools.venvs import download_wheels, make_venv, user_env
+
+    with socket.socket() as probe:  # the URL is embedded in the sdist before the server starts
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/simple"
+    site, house = tmp_path / "site", tmp_path / "wheelhouse"
+    env = user_env(PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    baseline = "target=x86_64 tensor_ops=gloo controllers=gloo"
+    cmd = [sys.executable, "-m", "selector_backend", "build-variants", "--index", str(site), "--wheelhouse", str(house)]
+    built = subprocess.run([*cmd, "--variant", baseline, "--index-url", url], capture_output=True, text=True, env=env)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "no sdist is published" not in built.stderr
+    for path in site.rglob("*"):
+        assert not path.is_symlink(), path
+        if path.is_file() and path.name != ".publish.lock":
+            assert path.stat().st_mode & 0o644 == 0o644, f"{path} is {oct(path.stat().st_mode)}"
+    deps = download_wheels(tmp_path / "deps", ["numpy", "archspec", "packaging", "nvidia-ml-py"])
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "-d", str(site), str(port), "--bind", "127.0.0.1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for(port)
+        pip = make_venv(tmp_path / "pip-venv")
+        installed = subprocess.run(
+            [str(pip / "pip"), "install", "--no-cache-dir", "--find-links", str(deps), "--extra-index-url", url]
+            + ["hvd-selector"],
+            capture_output=True,
+            text=True,
+            env=user_env(),
+            timeout=900,
+        )
+        assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
+        uv_venv = tmp_path / "uv-venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(uv_venv)], check=True)
+        uv = shutil.which("uv")
+        assert uv is not None
+        by_uv = subprocess.run(
+            [uv, "pip", "install", "--preview-features", "wheel-variants", "--no-cache", "--no-build"]
+            + ["--python", str(uv_venv / "bin" / "python"), "--index-url", url, "--find-links", str(deps)]
+            + ["hvd-selector"],
+            capture_output=True,
+            text=True,
+            env=user_env(),
+            timeout=900,
+        )
+        assert by_uv.returncode == 0, by_uv.stderr[-2000:]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    for bindir in (pip, uv_venv / "bin"):
+        info = subprocess.run(
+            [str(bindir / "python"), "-c", "import hvd_selector, json; print(json.dumps(hvd_selector.build_info()))"],
+            capture_output=True,
+            text=True,
+            env=user_env(),
+            cwd=tmp_path,
+        )
+        assert info.returncode == 0, info.stderr[-2000:]
+        assert json.loads(info.stdout.splitlines()[-1])["target"] == "x86_64", bindir
+
+
+def _wait_for(port: int) -> None:
+    import socket
+    import time
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"python -m http.server did not listen on port {port}")
