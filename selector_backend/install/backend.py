@@ -258,7 +258,9 @@ def pinned_prebuilt(candidates: Any, pin: str, unreadable: list[ExternalError]) 
         what = f"no wheel labelled {label}" + (f" with sha256 {sha256[:12]}..." if sha256 else "")
         raise NothingFitsError(f"variant-label {pin}: the variant index has {what}")
     failure = next((f.reason for f in named[0].findings if not f.ok), "it does not fit this host")
-    raise NothingFitsError(f"variant-label {pin}: {named[0].candidate.extra.get('filename')} cannot run here: {failure}")
+    raise NothingFitsError(
+        f"variant-label {pin}: {named[0].candidate.extra.get('filename')} cannot run here: {failure}"
+    )
 
 
 CACHE_HINT = "pip install --no-cache-dir --force-reinstall"

@@ -70,8 +70,12 @@ def provider_files(catalog: Catalog) -> dict[str, bytes]:
         *(f"Requires-Dist: {r}" for r in REQUIRES),
     ]
     files[f"{dist_info}/METADATA"] = ("\n".join(metadata) + "\n").encode()
-    files[f"{dist_info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: hvd-selector\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    files[f"{dist_info}/entry_points.txt"] = f"[variant_plugins]\n{catalog.namespace} = {variant_json.PLUGIN_API}\n".encode()
+    files[f"{dist_info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: hvd-selector\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+    files[f"{dist_info}/entry_points.txt"] = (
+        f"[variant_plugins]\n{catalog.namespace} = {variant_json.PLUGIN_API}\n".encode()
+    )
     return files
 
 

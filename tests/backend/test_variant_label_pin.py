@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,11 +44,12 @@ def _wheel(directory: Path, text: str, catalog: Catalog) -> Path:
     variant = catalog.parse_variant(text, fill_defaults=True)
     doc = variant_json.dumps(variant, catalog).encode()
     dist = f"hvd_selector-{catalog.version}"
-    tag = f"cp{os.sys.version_info.major}{os.sys.version_info.minor}"  # type: ignore[attr-defined]
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    metadata = f"Metadata-Version: 2.1\nName: hvd-selector\nVersion: {catalog.version}\n"
     files = {
         "hvd_selector/__init__.py": f"# {variant_label(variant)}\n".encode(),
         "hvd_selector/variant.json": doc,
-        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: hvd-selector\nVersion: {catalog.version}\n".encode(),
+        f"{dist}.dist-info/METADATA": metadata.encode(),
         f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-linux_x86_64\n".encode(),
         f"{dist}.dist-info/variant.json": doc,
     }

@@ -380,8 +380,16 @@ def test_the_publishing_page_gives_an_index_stock_pip_and_uv_install_from(tmp_pa
         _wait_for(port)
         pip = make_venv(tmp_path / "pip-venv")
         installed = subprocess.run(
-            [str(pip / "pip"), "install", "--no-cache-dir", "--find-links", str(deps), "--extra-index-url", url]
-            + ["hvd-selector"],
+            [
+                str(pip / "pip"),
+                "install",
+                "--no-cache-dir",
+                "--find-links",
+                str(deps),
+                "--extra-index-url",
+                url,
+                "hvd-selector",
+            ],
             capture_output=True,
             text=True,
             env=user_env(),
@@ -393,9 +401,11 @@ def test_the_publishing_page_gives_an_index_stock_pip_and_uv_install_from(tmp_pa
         uv = shutil.which("uv")
         assert uv is not None
         by_uv = subprocess.run(
-            [uv, "pip", "install", "--preview-features", "wheel-variants", "--no-cache", "--no-build"]
-            + ["--python", str(uv_venv / "bin" / "python"), "--index-url", url, "--find-links", str(deps)]
-            + ["hvd-selector"],
+            [
+                *(uv, "pip", "install", "--preview-features", "wheel-variants", "--no-cache", "--no-build"),
+                *("--python", str(uv_venv / "bin" / "python"), "--index-url", url, "--find-links", str(deps)),
+                "hvd-selector",
+            ],
             capture_output=True,
             text=True,
             env=user_env(),

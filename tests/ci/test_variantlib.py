@@ -269,9 +269,8 @@ def test_the_runtime_package_decodes_every_variant_json_as_the_engine_wrote_it(
     tmp_path: Path, catalog: Catalog
 ) -> None:
     """jobs.build_facts reads variant.json without the engine; both must agree on the property model."""
-    from selector_backend.jobs import build_facts as _facts
-
     from selector_backend.engine.variant import format_variant
+    from selector_backend.jobs import build_facts as _facts
 
     docs = [(variant_json.render(v, catalog), format_variant(v)) for v in catalog.prebuilt_variants()]
     docs.append((LEGACY | {"variants": {"c0ffee01": LEGACY["variants"]["c0ffee01"]}}, None))  # type: ignore[index]
