@@ -46,11 +46,12 @@ def _wheel(directory: Path, text: str, catalog: Catalog) -> Path:
     dist = f"hvd_selector-{catalog.version}"
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     metadata = f"Metadata-Version: 2.1\nName: hvd-selector\nVersion: {catalog.version}\n"
+    wheel = f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-linux_x86_64\n"
     files = {
         "hvd_selector/__init__.py": f"# {variant_label(variant)}\n".encode(),
         "hvd_selector/variant.json": doc,
         f"{dist}.dist-info/METADATA": metadata.encode(),
-        f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-linux_x86_64\n".encode(),
+        f"{dist}.dist-info/WHEEL": wheel.encode(),
         f"{dist}.dist-info/variant.json": doc,
     }
     return write_wheel(directory / f"{dist}-{tag}-{tag}-linux_x86_64.whl", files)
