@@ -58,6 +58,18 @@ def make_wheel(
     return write_wheel(directory / f"{dist}-{tag}.whl", files)
 
 
+def publish_matrix(root: Path, catalog: Catalog, python: str = "cp311") -> Path:
+    """The whole prebuilt matrix published under ``root/site`` as small wheels carrying the real variant
+    metadata, one per variant, tagged for ``python`` and its machine; returns the index root."""
+    wheels = []
+    for i, variant in enumerate(catalog.prebuilt_variants()):
+        family = catalog.target_family[str(variant["target"])]
+        tag = f"{python}-{python}-manylinux_2_28_{family}"
+        wheels.append(make_wheel(root / "in" / str(i), variant, catalog, tag=tag))
+    publish.publish(wheels, root / "site", catalog, progress=False)
+    return root / "site"
+
+
 @pytest.fixture()
 def catalog() -> Catalog:
     return load_catalog()

@@ -29,7 +29,7 @@ from selector_backend.engine import compat, variant_json
 from selector_backend.engine.catalog import Catalog, load_catalog
 from selector_backend.publishing import publish
 
-from .test_publish import make_wheel, serve
+from .test_publish import publish_matrix, serve
 
 UV = shutil.which("uv")
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is not installed")
@@ -48,13 +48,7 @@ def catalog() -> Catalog:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory, catalog: Catalog) -> Path:
     """Every prebuilt variant as a small wheel for this Python, on a variant index published as a release is."""
-    root = tmp_path_factory.mktemp("uv-variants")
-    wheels = []
-    for i, variant in enumerate(catalog.prebuilt_variants()):
-        family = catalog.target_family[str(variant["target"])]
-        wheels.append(make_wheel(root / "in" / str(i), variant, catalog, tag=f"{PY}-{PY}-manylinux_2_28_{family}"))
-    publish.publish(wheels, root / "site", catalog, progress=False)
-    return root / "site"
+    return publish_matrix(tmp_path_factory.mktemp("uv-variants"), catalog, PY)
 
 
 def _engine_env(host: tuple[str, str] | None, site: Path) -> dict[str, str]:

@@ -24,7 +24,7 @@ from selector_backend.engine.catalog import Catalog, load_catalog
 from selector_backend.publishing import publish
 from selector_backend.publishing.variant_provider import HvdSelectorProvider, all_configs, supported_configs
 
-from .test_publish import make_wheel
+from .test_publish import publish_matrix
 
 variantlib = pytest.importorskip("variantlib", reason="variantlib (PEP 825 reference implementation) not installed")
 from variantlib.variant_dist_info import VariantDistInfo  # noqa: E402
@@ -41,13 +41,7 @@ def catalog() -> Catalog:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory, catalog: Catalog) -> Path:
     """The whole prebuilt matrix published as small wheels (one per variant, tagged for its machine)."""
-    root = tmp_path_factory.mktemp("variantlib")
-    wheels = []
-    for i, variant in enumerate(catalog.prebuilt_variants()):
-        family = catalog.target_family[str(variant["target"])]
-        wheels.append(make_wheel(root / "in" / str(i), variant, catalog, tag=f"cp311-cp311-manylinux_2_28_{family}"))
-    publish.publish(wheels, root / "site", catalog, progress=False)
-    return root / "site"
+    return publish_matrix(tmp_path_factory.mktemp("variantlib"), catalog)
 
 
 def project_dir(site: Path) -> Path:
