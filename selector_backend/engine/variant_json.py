@@ -1,24 +1,45 @@
-"""variant.json (PEP 825, as variantlib 0.2.2 reads it): the one record of what a wheel was built as.
+"""variant.json (PEP 825): the one record of what a wheel was built as, in the terms installers read.
 
 Written by ``cmake_config`` during every build (so it describes what CMake
 actually compiled) and read by the import guard, ``doctor``, the index
-publisher and the fetcher.
+publisher, the fetcher, and by variant-aware installers themselves.
 
-The property model (docs/guide/wheel-variants.md): every property lives in
-the catalog's own namespace and is served by the project's install-time
-provider (``selector_backend.publishing.variant_provider``). Each feature is
-single-valued, because PEP 825 matches a multi-valued feature when *any*
-value is supported while the engine needs *all* of them (both controllers,
-every GPU served):
+The property model (docs/guide/wheel-variants.md): a wheel says in the
+standard providers' namespaces whatever they can say exactly, because a
+native installer (uv) evaluates only those, with providers built into it;
+the catalog's own namespace keeps what no standard covers:
 
-- ``target :: x86_64_v3``                 the CPU target
-- ``cuda :: cu12_sm80_sm90``              CUDA line + the cuda_arch set; absent
-                                           on a CPU-only build (no ``none``)
-- ``tensor_ops :: nccl``
-- ``controllers :: gloo_mpi``             a multi-valued axis: values joined by
-- ``frameworks :: pytorch``               ``_`` in catalog axis order
+- ``x86_64 :: level :: v3``               target x86_64_v3 (x86_64 is v1); the psABI
+                                           levels are archspec's x86_64_vN feature sets
+- ``nvidia :: cuda_version_lower_bound :: 12.0``   the CUDA line: a build with toolkit
+                                           M.n runs on a driver supporting M.0 (minor-
+                                           version compatibility); no upper bound: a newer
+                                           driver runs an older line
+- ``nvidia :: sm_arch :: 80_real, 90_real[, 90_virtual]``   SASS per arch; PTX of the
+                                           highest arch is named only when the toolkit is
+                                           M.0, because a GPU served through PTX needs a
+                                           driver >= the toolkit's M.n, which the lower
+                                           bound could not say
+- ``hvd_selector :: target :: neoverse_v1``   a target no standard level expresses
+                                           (every aarch64 target: archspec's Neoverse
+                                           targets are not a linear Arm version)
+- ``hvd_selector :: tensor_ops :: mpi``, ``controllers :: gloo_mpi``, ``frameworks``:
+                                           only where they differ from what the build
+                                           implies (nccl for a CUDA build, else gloo;
+                                           the catalog defaults for the others)
 
-Documents of earlier releases (schema v0.0.3: axis -> list of values with
+A native installer has no provider for ``hvd_selector`` and treats its
+properties as unsupported (uv 0.13.9: "Skipping unsupported wheel variant
+provider"), so it can only ever pick a wheel described entirely in standard
+terms, which are exact: it can never pick an MPI build, an aarch64 build
+whose CPU it cannot judge, or a GPU build without a GPU. The project's own
+provider (``hvd-selector-variant-provider``) answers the ``hvd_selector``
+namespace for installers that run Python providers (variantlib).
+
+Each feature of our namespace is single-valued: PEP 825 matches a
+multi-valued feature when *any* value is supported while the engine needs
+*all* of them (both controllers). Documents of earlier releases (the
+namespace-only model of schema ``v0.2.0.json``, and ``v0.0.3``'s lists with
 ``none`` sentinels) are still read.
 """
 
@@ -33,11 +54,31 @@ from selector_backend.engine.catalog import Catalog
 from selector_backend.engine.variant import AxisValue, Variant, variant_label
 from selector_backend.errors import InputError
 
-SCHEMA_URL = "https://variants-schema.wheelnext.dev/v0.2.0.json"
+# What uv (0.13.9, --preview-features wheel-variants) and variantlib 0.2.2 both read; variantlib does not
+# check $schema, and writes its own (PREVIOUS_SCHEMA_URL) when it regenerates an index file.
+SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"
+PREVIOUS_SCHEMA_URL = "https://variants-schema.wheelnext.dev/v0.2.0.json"  # the namespace-only model
 LEGACY_SCHEMA_URLS = ("https://variants-schema.wheelnext.dev/v0.0.3.json",)
-PLUGIN_API = "selector_backend.publishing.variant_provider:HvdSelectorProvider"
-GPU_FEATURE = "cuda"  # carries the cuda and cuda_arch axes together
+
+# The standard providers uv has built in, named as it recognises them (package in requires, plugin-api).
+X86_64 = "x86_64"
+NVIDIA = "nvidia"
+STANDARD_PROVIDERS: dict[str, dict[str, Any]] = {
+    NVIDIA: {
+        "requires": ["nvidia-variant-provider"],
+        "plugin-api": "nvidia_variant_provider.plugin:NvidiaVariantPlugin",
+    },
+    X86_64: {"requires": ["x86-64-variant-provider"]},
+}
+X86_64_LEVELS = {"x86_64": "v1", "x86_64_v2": "v2", "x86_64_v3": "v3", "x86_64_v4": "v4"}
+LOWER_BOUND = "cuda_version_lower_bound"
+SM_ARCH = "sm_arch"
+PROVIDER_DIST = "hvd-selector-variant-provider"  # a separate distribution: it never requires what it chooses
+PLUGIN_API = "hvd_selector_variant_provider:HvdSelectorProvider"
+OWN_FEATURES = ("target", "tensor_ops", "controllers", "frameworks")
+PREVIOUS_GPU_FEATURE = "cuda"  # the namespace-only model's cu<line>_sm<arch>... value
 _CUDA_VALUE = re.compile(r"cu([0-9a-z.]+)((?:_sm[0-9a-z]+)+)")
+_SM_VALUE = re.compile(r"([0-9]+[a-z]?)_(real|virtual)")
 
 
 def _joined(axis_values: tuple[str, ...], catalog: Catalog, axis: str) -> str:
@@ -47,63 +88,124 @@ def _joined(axis_values: tuple[str, ...], catalog: Catalog, axis: str) -> str:
     return "_".join(ordered)
 
 
-def cuda_value(cuda: str, archs: tuple[str, ...], catalog: Catalog) -> str:
-    """``cu12_sm80_sm90``: one value for the CUDA line and its arch set."""
-    return f"cu{cuda}" + "".join(f"_sm{a}" for a in sorted(archs, key=catalog.axes["cuda_arch"].order))
+def implied(axis: str, cuda: str, catalog: Catalog) -> AxisValue:
+    """The value an axis takes when our namespace leaves it out: nccl carries a CUDA build, else the default."""
+    if axis == "tensor_ops" and cuda != "none":
+        return catalog.parse_value("tensor_ops", "nccl")
+    return catalog.axes[axis].default
 
 
-def properties(variant: Variant, catalog: Catalog) -> dict[str, list[str]]:
-    """feature -> [value] of ``variant`` in the project's namespace (see the module doc)."""
-    out: dict[str, list[str]] = {}
-    for axis in catalog.axes:
-        if axis == "cuda_arch":
-            continue
-        if axis == "cuda":
-            if variant["cuda"] != "none":
-                out[GPU_FEATURE] = [cuda_value(str(variant["cuda"]), variant.values_of("cuda_arch"), catalog)]
-            continue
-        values = tuple(v for v in variant.values_of(axis) if v != "none")
-        if values:
-            out[axis] = [_joined(values, catalog, axis) if catalog.axes[axis].kind == "multi" else values[0]]
+def lower_bound(line: str, catalog: Catalog) -> str:
+    """``12.0``: the oldest driver (as a CUDA version) that runs a build of this line."""
+    return f"{catalog.cuda_lines[line].toolkit.split('.')[0]}.0"
+
+
+def sm_archs(line: str, archs: tuple[str, ...], catalog: Catalog) -> list[str]:
+    """``sm_arch`` values: SASS of every arch, and the PTX of the highest when the lower bound covers its JIT."""
+    ordered = sorted(archs, key=catalog.axes["cuda_arch"].order)
+    values = [f"{a}_real" for a in ordered]
+    if catalog.cuda_lines[line].toolkit == lower_bound(line, catalog):
+        values.append(f"{ordered[-1]}_virtual")
+    return values
+
+
+def properties(variant: Variant, catalog: Catalog) -> dict[str, dict[str, list[str]]]:
+    """namespace -> feature -> [values] of ``variant`` (see the module doc)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    target = str(variant["target"])
+    if target in X86_64_LEVELS:
+        out[X86_64] = {"level": [X86_64_LEVELS[target]]}
+    cuda = str(variant["cuda"])
+    if cuda != "none":
+        archs = variant.values_of("cuda_arch")
+        out[NVIDIA] = {LOWER_BOUND: [lower_bound(cuda, catalog)], SM_ARCH: sm_archs(cuda, archs, catalog)}
+    own: dict[str, list[str]] = {}
+    if target not in X86_64_LEVELS:
+        own["target"] = [target]
+    for axis in OWN_FEATURES[1:]:
+        if axis in catalog.axes and variant[axis] != implied(axis, cuda, catalog):
+            values = variant.values_of(axis)
+            own[axis] = [_joined(values, catalog, axis) if catalog.axes[axis].kind == "multi" else values[0]]
+    if own:
+        out[catalog.namespace] = own
     return out
 
 
-FeatureMemo = dict[tuple[str, str | None], tuple[tuple[str, AxisValue], ...]]
-"""(feature, value text, or None where it is absent) -> the axis values it sets: shared by the variants of one
-catalog."""
+FeatureMemo = dict[tuple[str, str, tuple[str, ...]], tuple[tuple[str, AxisValue], ...]]
+"""(namespace, feature, values) -> the axis values they set: shared by the variants of one catalog."""
 
 
-def variant_from_properties(features: Mapping[str, Any], catalog: Catalog, memo: FeatureMemo | None = None) -> Variant:
+def variant_from_properties(
+    namespaces: Mapping[str, Mapping[str, list[str]]],
+    catalog: Catalog,
+    memo: FeatureMemo | None = None,
+    *,
+    canonical: bool = True,
+) -> Variant:
     """The inverse of ``properties``; anything off is an InputError.
 
-    An index's variants repeat a few feature values thousands of times: a
-    caller reading many may pass a ``memo`` so each is parsed once.
+    ``canonical``: the document must be exactly what ``properties`` writes
+    (the current schema), so what an installer reads is what the engine
+    reads. An index's variants repeat a few feature values thousands of
+    times: a caller reading many may pass a ``memo`` so each is parsed once.
     """
     if memo is None:
         memo = {}
     values: dict[str, AxisValue] = {}
-    for feature, raw in features.items():
-        if not isinstance(raw, list) or len(raw) != 1 or not isinstance(raw[0], str):
-            raise InputError(f"feature {feature!r} must have exactly one value, got {raw!r}")
-        parsed = memo.get((feature, raw[0]))
-        if parsed is None:
-            parsed = memo[feature, raw[0]] = _feature_values(feature, raw[0], catalog)
-        values.update(parsed)
-    if GPU_FEATURE not in features and "cuda" in catalog.axes:  # a CPU-only build lacks the feature
-        parsed = memo.get((GPU_FEATURE, None))
-        if parsed is None:
-            none = (
-                ("cuda", catalog.parse_value("cuda", "none")),
-                ("cuda_arch", catalog.parse_value("cuda_arch", "none")),
-            )
-            parsed = memo[GPU_FEATURE, None] = none
-        values.update(parsed)
-    return catalog.make_variant(values)
+    for namespace, features in namespaces.items():
+        if namespace not in (X86_64, NVIDIA, catalog.namespace):
+            raise InputError(f"unknown namespace {namespace!r}; namespaces: {X86_64}, {NVIDIA}, {catalog.namespace}")
+        for feature, raw in features.items():
+            key = (namespace, feature, tuple(raw))
+            parsed = memo.get(key)
+            if parsed is None:
+                parsed = memo[key] = _feature_values(namespace, feature, tuple(raw), catalog)
+            values.update(parsed)
+    if "target" not in values:
+        raise InputError(f"no CPU target: neither {X86_64} :: level nor {catalog.namespace} :: target")
+    if (NVIDIA in namespaces) != ("cuda_arch" in values and "cuda" in values) and PREVIOUS_GPU_FEATURE not in (
+        namespaces.get(catalog.namespace) or {}
+    ):
+        raise InputError(f"{NVIDIA} needs both {LOWER_BOUND} and {SM_ARCH}")
+    values.setdefault("cuda", catalog.parse_value("cuda", "none"))
+    values.setdefault("cuda_arch", catalog.parse_value("cuda_arch", "none"))
+    for axis in OWN_FEATURES[1:]:
+        if axis in catalog.axes:
+            values.setdefault(axis, implied(axis, str(values["cuda"]), catalog))
+    variant = catalog.make_variant(values)
+    if canonical and properties(variant, catalog) != {ns: dict(f) for ns, f in namespaces.items()}:
+        raise InputError(
+            f"properties {json.dumps(namespaces, sort_keys=True)} are not how this release describes "
+            f"{json.dumps(variant.to_json())} ({json.dumps(properties(variant, catalog), sort_keys=True)})"
+        )
+    return variant
 
 
-def _feature_values(feature: str, text: str, catalog: Catalog) -> tuple[tuple[str, AxisValue], ...]:
-    """The axis values one feature's value sets (the GPU feature sets two)."""
-    if feature == GPU_FEATURE:
+def _feature_values(
+    namespace: str, feature: str, raw: tuple[str, ...], catalog: Catalog
+) -> tuple[tuple[str, AxisValue], ...]:
+    """The axis values one feature's values set."""
+    where = f"{namespace} :: {feature}"
+    if namespace == NVIDIA and feature == SM_ARCH:
+        parsed = [_SM_VALUE.fullmatch(v) for v in raw]
+        if not raw or not all(parsed):
+            raise InputError(f"{where}: {list(raw)!r} are not <arch>_real / <arch>_virtual values")
+        real = [m.group(1) for m in parsed if m and m.group(2) == "real"]
+        return (("cuda_arch", catalog.parse_value("cuda_arch", real)),)
+    if len(raw) != 1:
+        raise InputError(f"{where} must have exactly one value, got {list(raw)!r}")
+    text = raw[0]
+    if namespace == X86_64 and feature == "level":
+        target = next((t for t, level in X86_64_LEVELS.items() if level == text), None)
+        if target is None:
+            raise InputError(f"{where}: unknown level {text!r}; levels: {', '.join(X86_64_LEVELS.values())}")
+        return (("target", catalog.parse_value("target", target)),)
+    if namespace == NVIDIA and feature == LOWER_BOUND:
+        line = next((name for name in catalog.cuda_lines if lower_bound(name, catalog) == text), None)
+        if line is None:
+            raise InputError(f"{where}: {text!r} is no CUDA line's ({', '.join(catalog.cuda_lines)})")
+        return (("cuda", catalog.parse_value("cuda", line)),)
+    if namespace == catalog.namespace and feature == PREVIOUS_GPU_FEATURE:  # the namespace-only model
         match = _CUDA_VALUE.fullmatch(text)
         if not match:
             raise InputError(f"feature 'cuda': {text!r} is not cu<line>_sm<arch>[_sm<arch>...]")
@@ -111,38 +213,35 @@ def _feature_values(feature: str, text: str, catalog: Catalog) -> tuple[tuple[st
             ("cuda", catalog.parse_value("cuda", match.group(1))),
             ("cuda_arch", catalog.parse_value("cuda_arch", match.group(2)[3:].split("_sm"))),
         )
-    if feature in ("cuda", "cuda_arch") or feature not in catalog.axes:
-        raise InputError(f"unknown feature {feature!r}; features: {', '.join(sorted(_features(catalog)))}")
+    if namespace != catalog.namespace or feature not in OWN_FEATURES or feature not in catalog.axes:
+        raise InputError(f"unknown feature {where}")
     if catalog.axes[feature].kind == "multi":
         return ((feature, catalog.parse_value(feature, text.split("_"))),)
     return ((feature, catalog.parse_value(feature, text)),)
 
 
-def _features(catalog: Catalog) -> list[str]:
-    return [GPU_FEATURE if a == "cuda" else a for a in catalog.axes if a != "cuda_arch"]
-
-
 def provider_table(catalog: Catalog) -> dict[str, Any]:
-    """``providers``: the install-time plugin that ships in the project's own distribution."""
+    """``providers``: uv's built-in standard providers, and ours in its own small distribution (never the
+    package it chooses)."""
     return {
-        catalog.namespace: {
-            "requires": [f"{catalog.name}=={catalog.version}"],
-            "plugin-api": PLUGIN_API,
-        }
+        **STANDARD_PROVIDERS,
+        catalog.namespace: {"requires": [f"{PROVIDER_DIST}=={catalog.version}"], "plugin-api": PLUGIN_API},
     }
 
 
 def header(catalog: Catalog) -> dict[str, Any]:
-    """What a wheel's variant.json and the index file have in common."""
+    """What a wheel's variant.json and the index file have in common (the same in every wheel, so that
+    variantlib merges them into the index file): GPU first, then our namespace, then the CPU level, as
+    the engine ranks a GPU build, then the tensor ops, then the target."""
     return {
         "$schema": SCHEMA_URL,
-        "default-priorities": {"namespace": [catalog.namespace]},
+        "default-priorities": {"namespace": [NVIDIA, catalog.namespace, X86_64]},
         "providers": provider_table(catalog),
     }
 
 
 def render(variant: Variant, catalog: Catalog) -> dict[str, Any]:
-    return {**header(catalog), "variants": {variant_label(variant): {catalog.namespace: properties(variant, catalog)}}}
+    return {**header(catalog), "variants": {variant_label(variant): properties(variant, catalog)}}
 
 
 def dumps(variant: Variant, catalog: Catalog) -> str:
@@ -168,17 +267,24 @@ def check_features(features: Any, source: str) -> dict[str, list[str]]:
 def variant_of(
     label: str, namespaces: Any, catalog: Catalog, *, legacy: bool = False, memo: FeatureMemo | None = None
 ) -> Variant:
-    """The catalog variant one ``variants`` entry describes (current or legacy shape); ``memo``: see
-    ``variant_from_properties``."""
-    if not isinstance(namespaces, dict) or catalog.namespace not in namespaces:
-        raise InputError(f"variant {label!r} has no {catalog.namespace!r} namespace")
-    features = check_features(namespaces[catalog.namespace], f"namespace {catalog.namespace!r}")
+    """The catalog variant one ``variants`` entry describes (any model this release reads); ``memo``: see
+    ``variant_from_properties``.
+
+    A document that uses a standard namespace must be exactly what ``properties`` writes: an installer
+    judges those properties by themselves, so they must mean what the engine reads. The namespace-only
+    model of the previous schema has none, and is read as written.
+    """
+    if not isinstance(namespaces, dict):
+        raise InputError(f"variant {label!r} is not an object of namespaces")
+    checked = {str(ns): check_features(features, f"namespace {ns!r}") for ns, features in namespaces.items()}
     try:
         if legacy:  # schema v0.0.3: axis -> values, 'none' sentinels
-            return catalog.make_variant(
-                catalog.parse_assignments({k: v if isinstance(v, list) else [v] for k, v in features.items()})
-            )
-        return variant_from_properties(features, catalog, memo)
+            if catalog.namespace not in checked:
+                raise InputError(f"no {catalog.namespace!r} namespace")
+            features = checked[catalog.namespace]
+            return catalog.make_variant(catalog.parse_assignments(dict(features.items())))
+        canonical = bool(checked.keys() & STANDARD_PROVIDERS.keys())
+        return variant_from_properties(checked, catalog, memo, canonical=canonical)
     except InputError as exc:
         raise InputError(f"variant {label!r}: {exc}") from None
 
@@ -188,9 +294,9 @@ def is_legacy(data: Mapping[str, Any]) -> bool:
     schema = data.get("$schema")
     if schema in LEGACY_SCHEMA_URLS:
         return True
-    if schema != SCHEMA_URL:
+    if schema not in (SCHEMA_URL, PREVIOUS_SCHEMA_URL):
         raise InputError(
-            f"unsupported variant schema {schema!r} (this version reads {SCHEMA_URL} "
+            f"unsupported variant schema {schema!r} (this version reads {SCHEMA_URL}, {PREVIOUS_SCHEMA_URL} "
             f"and {', '.join(LEGACY_SCHEMA_URLS)}); upgrade hvd-selector"
         )
     return False

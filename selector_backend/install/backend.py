@@ -196,8 +196,18 @@ def _decide(settings: Settings, editable: bool) -> Plan:
 
     builds_anyway = bool(settings.variant) or editable or policy == "always-build"
     ranks = not builds_anyway and bool(settings.index_url)
+    if settings.variant_label and not ranks:
+        why = "variant" if settings.variant else "editable" if editable else "build-policy" if builds_anyway else None
+        raise NothingFitsError(
+            f"variant-label {settings.variant_label} pins a published prebuilt, "
+            + (f"which {why} contradicts" if why else "but no variant index is configured (set index-url)")
+        )
     selection = select(settings, catalog, Sources(lambda: host_profile_for(settings), index if ranks else None))
     host = selection.host
+    if settings.variant_label:
+        pinned = pinned_prebuilt(selection.candidates, settings.variant_label, unreadable)
+        why = f"variant-label {settings.variant_label} pins it; " + "; ".join(pinned.reasons)
+        return Plan("prebuilt", pinned.variant, why, settings, host, pinned)
     if selection.requested is not None:
         why = f"variant {format_variant(selection.requested)} requested by {selection.requested_by}"
         return Plan("source", selection.requested, why, settings, host)
@@ -223,6 +233,34 @@ def _decide(settings: Settings, editable: bool) -> Plan:
     if policy == "never-build":
         raise NothingFitsError(f"{why_not}, and build-policy is never-build")
     return Plan("source", selection.require_source_build(catalog), why_not, settings, host)
+
+
+def pinned_prebuilt(candidates: Any, pin: str, unreadable: list[ExternalError]) -> Ranked:
+    """The index wheel ``pin`` (``LABEL`` or ``LABEL:SHA256``) names, if it runs here; else one line and exit 3.
+
+    A pin reproduces one binary: it is never traded for another wheel or a source build.
+    """
+    import re
+
+    match = re.fullmatch(r"([0-9a-z._]{1,16})(?::([0-9a-f]{64}))?", pin)
+    if match is None:
+        raise NothingFitsError(f"variant-label {pin!r} is not LABEL or LABEL:SHA256 (64 hex digits)")
+    label, sha256 = match.groups()
+    if unreadable:
+        raise NothingFitsError(f"variant-label {pin}: the variant index could not be read ({unreadable[0]})")
+    named = [r for r in candidates if r.candidate.extra.get("label") == label]
+    if sha256 is not None:
+        named = [r for r in named if r.candidate.extra.get("sha256") == sha256]
+    fitting = [r for r in named if r.compatible]
+    if fitting:
+        return fitting[0]
+    if not named:
+        what = f"no wheel labelled {label}" + (f" with sha256 {sha256[:12]}..." if sha256 else "")
+        raise NothingFitsError(f"variant-label {pin}: the variant index has {what}")
+    failure = next((f.reason for f in named[0].findings if not f.ok), "it does not fit this host")
+    raise NothingFitsError(
+        f"variant-label {pin}: {named[0].candidate.extra.get('filename')} cannot run here: {failure}"
+    )
 
 
 CACHE_HINT = "pip install --no-cache-dir --force-reinstall"
@@ -393,7 +431,7 @@ def _install_prebuilt(plan: Plan, catalog: Any, wheel_directory: Path) -> str:
     cached = _fetch_prebuilt(plan)
     verify_wheel_variant(cached, plan.variant, catalog)
     name = standard_filename(extra["filename"])
-    copy_verified(cached, extra["sha256"], wheel_directory / name)
+    os.chmod(copy_verified(cached, extra["sha256"], wheel_directory / name), 0o644)  # the cache's copy is 0600
     log(f"installed prebuilt variant {extra.get('label')} as {name} (sha256 {extra['sha256'][:16]}… verified)")
     return name
 

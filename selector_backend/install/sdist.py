@@ -90,6 +90,7 @@ def finish_sdist(sdist: Path, urls: tuple[str, ...], *, vendor: bool = True) -> 
                 info = tarfile.TarInfo(f"{top}/selector_backend/_vendor/{rel}")
                 info.size, info.mtime, info.mode = len(blob), template.mtime, 0o644
                 out.addfile(info, io.BytesIO(blob))
+        os.chmod(tmp, 0o644)  # an sdist is published as it is (mkstemp made it 0600)
         os.replace(tmp, sdist)
     finally:
         Path(tmp).unlink(missing_ok=True)

@@ -97,10 +97,14 @@ def load_facts(package_dir: Path | None = None) -> BuildFacts:
     if not isinstance(variants, dict) or len(variants) != 1:
         raise ImportError(f"hvd_selector: {package_dir / 'variant.json'} must hold exactly one variant")
     ((label, namespaces),) = variants.items()
-    features = namespaces.get(NAMESPACE) if isinstance(namespaces, dict) else None
-    if not isinstance(features, dict) or "target" not in features:
-        raise ImportError(f"hvd_selector: variant.json has no {NAMESPACE!r} target entry")
-    axes = _axes(features)
     config_path = package_dir / "build_config.json"
     config = _load_json(config_path) if config_path.exists() else {}
+    variant = config.get("variant") if isinstance(config, dict) else None
+    if isinstance(variant, str) and variant:  # every axis, as the build description wrote it
+        axes = {k: tuple(v.split(",")) for k, _, v in (word.partition("=") for word in variant.split())}
+    else:  # a build of an earlier release: its variant.json held every axis in our namespace
+        features = namespaces.get(NAMESPACE) if isinstance(namespaces, dict) else None
+        if not isinstance(features, dict) or "target" not in features:
+            raise ImportError(f"hvd_selector: variant.json has no {NAMESPACE!r} target entry")
+        axes = _axes(features)
     return BuildFacts(label=str(label), axes=axes, config={str(k): str(v) for k, v in config.items()})

@@ -3,18 +3,19 @@
 Layout under the index root (pass the root's ``simple/`` to pip-style readers):
 
     simple/index.html, simple/index.json          PEP 503 / PEP 691 root
-    simple/<project>/ -> .generations/<id>/        a symlink, swapped atomically
-    simple/.generations/<id>/index.html            PEP 503 project page (#sha256=)
-    simple/.generations/<id>/index.json            PEP 691 JSON project page
-    simple/.generations/<id>/<labelled wheels>, <sdist>, <name>-<ver>-variants.json
+    simple/<project>/index.html                    PEP 503 project page (#sha256=), links g-<id>/<file>
+    simple/<project>/index.json                    PEP 691 JSON project page
+    simple/<project>/g-<id>/<labelled wheels>, <sdist>, <name>-<ver>-variants.json
     .store/<sha256>                                every published file, once
 
-A project page and the files it lists change together: each run builds a
-complete new generation (files are hard links into the content store) and
-then replaces the ``simple/<project>`` symlink in one rename. A reader sees
-the old generation or the new one, never a page pointing at a missing file
-or at different bytes, whether the run finished or crashed. A published
-file name is immutable: offering different bytes under it is an error.
+Plain files and directories only (no symbolic links), world-readable, so
+any static server serves it, and a copy of the tree is an index. A project
+page and the files it lists change together: each run builds a complete new
+generation directory (files are hard links into the content store), then
+replaces each page file in one rename. A page, old or new, links only
+files of a complete generation that is still there (the previous one is
+kept), whether the run finished or crashed. A published file name is
+immutable: offering different bytes under it is an error.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ from selector_backend.files.atomic import atomic_write_text
 from selector_backend.install.fetch import file_lock, sha256_of
 
 PEP691_VERSION = "1.0"
-GENERATIONS = ".generations"
+GENERATION_PREFIX = "g-"
+OLD_GENERATIONS = ".generations"  # the symlinked layout of earlier releases, migrated on the next publish
 STORE = ".store"
+PAGES = ("index.json", "index.html")  # JSON first: the format readers ask for first
 # A published index is public by intent: any static server, run as any user, serves it.
 PUBLIC_FILE = 0o644
 PUBLIC_DIR = 0o755
@@ -174,9 +177,9 @@ def _store_file(store: Path, source: Path, sha256: str) -> Path:
     return target
 
 
-def _project_page_html(project: str, files: Sequence[tuple[str, str]]) -> str:
+def _project_page_html(project: str, files: Sequence[tuple[str, str]], folder: str = "") -> str:
     links = "\n".join(
-        f'    <a href="{html.escape(name)}#sha256={sha}">{html.escape(name)}</a><br>' for name, sha in files
+        f'    <a href="{html.escape(folder + name)}#sha256={sha}">{html.escape(name)}</a><br>' for name, sha in files
     )
     return (
         f'<!DOCTYPE html>\n<html>\n  <head>\n    <meta name="pypi:repository-version" '
@@ -185,11 +188,11 @@ def _project_page_html(project: str, files: Sequence[tuple[str, str]]) -> str:
     )
 
 
-def project_page_json(project: str, files: Sequence[tuple[str, str]]) -> str:
+def project_page_json(project: str, files: Sequence[tuple[str, str]], folder: str = "") -> str:
     data = {
         "meta": {"api-version": PEP691_VERSION},
         "name": project,
-        "files": [{"filename": name, "url": name, "hashes": {"sha256": sha}} for name, sha in files],
+        "files": [{"filename": name, "url": folder + name, "hashes": {"sha256": sha}} for name, sha in files],
     }
     return json.dumps(data, indent=2) + "\n"
 
@@ -227,15 +230,20 @@ def _publish_locked(
 ) -> Published:
     project = normalize(catalog.name)
     simple = index_root / "simple"
-    link = simple / project
+    page_dir = simple / project
     store = index_root / STORE
-    gens = simple / GENERATIONS
-    current = link.resolve() if link.is_symlink() and link.resolve().is_dir() else None
-    if current is None and (link.exists() or link.is_symlink()):
-        raise InputError(
-            f"{link} is not a published generation (a symlink into {GENERATIONS}); "
-            "publish into an empty directory or repair the index"
-        )
+    current = _live_generation(page_dir)
+    if page_dir.is_symlink():  # an earlier release's layout: its live generation is carried over
+        old = page_dir.resolve()
+        page_dir.unlink()
+        page_dir.mkdir(mode=PUBLIC_DIR)
+        current = None
+        if old.is_dir():
+            current = page_dir / (GENERATION_PREFIX + old.name.removeprefix(GENERATION_PREFIX))
+            os.rename(old, current)
+        shutil.rmtree(simple / OLD_GENERATIONS, ignore_errors=True)
+    elif current is None and page_dir.exists() and any(page_dir.glob(f"{GENERATION_PREFIX}*")):
+        raise InputError(f"{page_dir} has generations but no readable index.json; publish into an empty directory")
 
     # name -> (sha256, a path holding those bytes, the wheel's variant if a wheel)
     entries: dict[str, tuple[str, Path, VariantWheel | None]] = {}
@@ -287,19 +295,24 @@ def _publish_locked(
         [(name, sha) for name, (sha, _, _) in entries.items()]
         + [(name, hashlib.sha256(t.encode()).hexdigest()) for name, t in texts.items()]
     )
-    pages = {"index.html": _project_page_html(project, listing), "index.json": project_page_json(project, listing)}
-    generation = "g-" + hashlib.sha256(json.dumps([listing, pages]).encode()).hexdigest()[:16]
-    target = gens / generation
+    generation = GENERATION_PREFIX + hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
+    folder = generation + "/"
+    pages = {
+        "index.json": project_page_json(project, listing, folder),
+        "index.html": _project_page_html(project, listing, folder),
+    }
+    target = page_dir / generation
     changed = current is None or current.name != generation
     if changed:
+        page_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(page_dir, PUBLIC_DIR)
         if not target.is_dir():
-            gens.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(dir=gens, prefix=".new-"))
+            tmp = Path(tempfile.mkdtemp(dir=page_dir, prefix=".new-"))
             try:
                 os.chmod(tmp, PUBLIC_DIR)
                 for name, (sha, path, _) in entries.items():
                     os.link(_store_file(store, path, sha), tmp / name)
-                for name, text in {**texts, **pages}.items():
+                for name, text in texts.items():
                     (tmp / name).write_text(text, encoding="utf-8")
                     os.chmod(tmp / name, PUBLIC_FILE)
                 _fsync_dir(tmp)
@@ -307,14 +320,25 @@ def _publish_locked(
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
-        new_link = simple / f".{project}.link.tmp"
-        new_link.unlink(missing_ok=True)
-        os.symlink(f"{GENERATIONS}/{generation}", new_link)
-        os.replace(new_link, link)  # the one step readers can observe
-        _fsync_dir(simple)
-    _root_pages(simple, [p.name for p in simple.iterdir() if p.is_symlink() and not p.name.startswith(".")])
-    _prune(gens, keep={generation} | ({current.name} if current is not None else set()))
+        for name in PAGES:  # each page in one rename: old or new, it links a complete generation
+            atomic_write_text(page_dir / name, pages[name], PUBLIC_FILE)
+        _fsync_dir(page_dir)
+    _root_pages(simple, [p.name for p in simple.iterdir() if (p / "index.json").is_file() and p.name[0] != "."])
+    _prune(page_dir, keep={generation} | ({current.name} if current is not None else set()))
     return Published(target, generation, tuple(n for n, _ in listing), tuple(added), changed)
+
+
+def _live_generation(page_dir: Path) -> Path | None:
+    """The generation the project page links (None for a new index)."""
+    try:
+        files = json.loads((page_dir / "index.json").read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    folders = {str(item["url"]).split("/")[0] for item in files if "/" in str(item.get("url", ""))}
+    if len(folders) != 1:
+        return None
+    live = page_dir / folders.pop()
+    return live if live.is_dir() else None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -325,15 +349,15 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _prune(gens: Path, keep: set[str]) -> None:
+def _prune(page_dir: Path, keep: set[str]) -> None:
     """Drop older generations and crashed runs' leftovers; keep the new and the previous one.
 
-    A reader that resolved the previous generation a moment ago still finds it.
+    A reader that read the previous page a moment ago still finds its files.
     """
-    if not gens.is_dir():
+    if not page_dir.is_dir():
         return
-    for path in gens.iterdir():
-        if path.name not in keep:
+    for path in page_dir.iterdir():
+        if path.is_dir() and path.name.startswith((GENERATION_PREFIX, ".new-")) and path.name not in keep:
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -386,8 +410,11 @@ def check_built(wheel: Path, variant: Variant, catalog: Catalog) -> None:
         raise ExternalError(f"{wheel.name} was built as {format_variant(built)}, not {format_variant(variant)}")
 
 
-def _run_into(cmd: list[str], outdir: Path, what: str, env: dict[str, str] | None = None) -> Path:
-    """Run a wheel-producing command into a fresh directory; move its one wheel to ``outdir``."""
+def _run_into(
+    cmd: list[str], outdir: Path, what: str, env: dict[str, str] | None = None, pattern: str = "*.whl"
+) -> Path:
+    """Run a command that writes one file (``pattern``) into a fresh directory; move it to ``outdir``, world-readable
+    (a build frontend may write it 0600; published files are public)."""
     import subprocess
 
     from selector_backend.errors import ExternalError
@@ -398,12 +425,20 @@ def _run_into(cmd: list[str], outdir: Path, what: str, env: dict[str, str] | Non
         if result.returncode != 0:
             lines = [ln for ln in (result.stdout + "\n" + result.stderr).splitlines() if ln.strip()]
             raise ExternalError(f"{what} failed (exit {result.returncode}): {' | '.join(lines[-3:])}")
-        made = list(Path(work).glob("*.whl"))
+        made = list(Path(work).glob(pattern))
         if len(made) != 1:
-            raise ExternalError(f"{what} produced {len(made)} wheels, expected one")
+            raise ExternalError(f"{what} produced {len(made)} {pattern} files, expected one")
         final = outdir / made[0].name
+        os.chmod(made[0], PUBLIC_FILE)
         os.replace(made[0], final)
     return final
+
+
+def build_sdist(source_dir: Path, outdir: Path, index_url: str) -> Path:
+    """The sdist with ``index_url`` embedded as its default index (``-C index-url``): what stock pip installs
+    from a variant index, whose backend then fetches a labelled wheel from that same index."""
+    cmd = [sys.executable, "-m", "build", "--sdist", "--no-isolation", f"-Cindex-url={index_url}", str(source_dir)]
+    return _run_into([*cmd, "--outdir"], outdir, f"building the sdist for {index_url}", pattern="*.tar.gz")
 
 
 def _uses(variant: Variant, library: str) -> bool:
@@ -456,3 +491,8 @@ def repair(wheel: Path, outdir: Path, excludes: Sequence[str], isa_check: bool) 
     if not isa_check:
         cmd.append("--disable-isa-ext-check")
     return _run_into([*cmd, "-w"], outdir, f"auditwheel repair {wheel.name}")
+
+
+def generation_dir(index_root: Path, catalog: Catalog) -> Path | None:
+    """The directory of the files the live project page lists (None before the first publish)."""
+    return _live_generation(index_root / "simple" / normalize(catalog.name))

@@ -1,14 +1,21 @@
-"""The PEP 825 variant provider for the catalog's namespace (variantlib's plugin API).
+"""The PEP 825 variant provider for the catalog's own namespace (variantlib's plugin API).
 
-A variant-aware installer runs this at install time (``variant_plugins``
-entry point, or ``plugin-api`` in variant.json) to learn which property
-values this machine supports. It is the engine, not a second copy of it: the
-same HostProfile (detection, ``HVD_SELECTOR_*`` overrides, config file,
-``--host-profile`` through ``HVD_SELECTOR_HOST_PROFILE``), the same selector
-policy and the same compatibility rules (``compat``), with each feature's
-values in the order ``resolve.rank_key`` ranks them. The property model is
-``variant_json``'s. Nothing is downloaded, written or compiled; detection
-reads /proc, archspec, NVML and MPI's files (see docs/guide/wheel-variants.md).
+A variant-aware installer that runs Python providers (variantlib) runs this
+at install time (``plugin-api`` in variant.json) to learn which values of
+``hvd_selector`` features this machine supports: the CPU targets no
+standard level expresses, and the tensor ops, controllers and frameworks
+(MPI needs a runtime). The standard namespaces (``x86_64``, ``nvidia``) are
+the standard providers' (``variant_json``). It ships as its own small
+distribution, ``hvd-selector-variant-provider`` (``provider_dist``), so an
+installer installs it without the package it chooses.
+
+It is the engine, not a second copy of it: the same HostProfile (detection,
+``HVD_SELECTOR_*`` overrides, config file, ``--host-profile`` through
+``HVD_SELECTOR_HOST_PROFILE``), the same selector policy and the same
+compatibility rules (``compat``), with each feature's values in the order
+``resolve.rank_key`` ranks them. Nothing is downloaded, written or compiled;
+detection reads /proc, archspec, NVML and MPI's files (see
+docs/guide/wheel-variants.md).
 """
 
 from __future__ import annotations
@@ -37,18 +44,6 @@ def _subsets(values: tuple[str, ...]) -> list[tuple[str, ...]]:
     return [c for n in range(1, len(values) + 1) for c in itertools.combinations(values, n)]
 
 
-def cuda_builds(catalog: Catalog) -> list[tuple[str, tuple[str, ...]]]:
-    """(line, archs) a ``cuda`` value can name: the prebuilt matrix's sets plus every single arch of each line."""
-    seen: dict[tuple[str, tuple[str, ...]], None] = {}
-    for v in catalog.prebuilt_variants():
-        if v["cuda"] != "none":
-            seen.setdefault((str(v["cuda"]), v.values_of("cuda_arch")), None)
-    for line, info in catalog.cuda_lines.items():
-        for arch in info.archs:
-            seen.setdefault((line, (arch,)), None)
-    return list(seen)
-
-
 def _multi_values(axis: str, catalog: Catalog) -> list[tuple[str, ...]]:
     return _subsets(catalog.axes[axis].values)
 
@@ -67,42 +62,33 @@ def _pinned(axis: str, values: tuple[str, ...], selector: Selector) -> bool:
 
 def all_configs(catalog: Catalog) -> list[FeatureConfig]:
     """Every value each feature can take, in the feature order ``supported_configs`` uses."""
-    out = [
-        FeatureConfig(
-            variant_json.GPU_FEATURE, [variant_json.cuda_value(c, a, catalog) for c, a in cuda_builds(catalog)]
-        )
-    ]
+    out = []
     for axis in _axes(catalog):
         if catalog.axes[axis].kind == "multi":
             out.append(FeatureConfig(axis, ["_".join(s) for s in _multi_values(axis, catalog)]))
         else:
-            out.append(FeatureConfig(axis, [v for v in catalog.axes[axis].values if v != "none"]))
+            out.append(FeatureConfig(axis, [v for v in _own_values(axis, catalog) if v != "none"]))
     return [c for c in out if c.values]
 
 
+def _own_values(axis: str, catalog: Catalog) -> tuple[str, ...]:
+    """An axis's values our namespace can carry: a target only where no standard level names it."""
+    values = catalog.axes[axis].values
+    return tuple(v for v in values if v not in variant_json.X86_64_LEVELS) if axis == "target" else values
+
+
 def _axes(catalog: Catalog) -> list[str]:
-    """Non-CUDA axes, ordered as ``resolve.rank_key`` weighs them: tensor_ops, target, then the rest."""
-    rest = [a for a in catalog.axes if a not in ("cuda", "cuda_arch", "tensor_ops", "target")]
+    """Our namespace's features, ordered as ``resolve.rank_key`` weighs them: tensor_ops, target, the rest."""
+    rest = [a for a in variant_json.OWN_FEATURES if a in catalog.axes and a not in ("tensor_ops", "target")]
     return [a for a in ("tensor_ops", "target") if a in catalog.axes] + rest
 
 
 def supported_configs(catalog: Catalog, host: HostProfile, selector: Selector) -> list[FeatureConfig]:
     """Values this host supports, best first; a feature with none is left out (variants using it are rejected)."""
     out: list[FeatureConfig] = []
-    gpu_ok = selector.wants_gpu() is not False
-    builds = [
-        (line, archs)
-        for line, archs in cuda_builds(catalog)
-        if gpu_ok
-        and compat.compatible(compat.check_cuda(archs, catalog.cuda_lines[line].toolkit, host))
-        and _pinned("cuda", (line,), selector)
-        and _pinned("cuda_arch", archs, selector)
-    ]
-    builds.sort(key=lambda b: _gpu_rank(b[0], b[1], catalog, host))
-    out.append(FeatureConfig(variant_json.GPU_FEATURE, [variant_json.cuda_value(c, a, catalog) for c, a in builds]))
     for axis in _axes(catalog):
         kind = catalog.axes[axis].kind
-        candidates = _multi_values(axis, catalog) if kind == "multi" else [(v,) for v in catalog.axes[axis].values]
+        candidates = _multi_values(axis, catalog) if kind == "multi" else [(v,) for v in _own_values(axis, catalog)]
         ok = [
             c
             for c in candidates
@@ -126,12 +112,6 @@ def supported_configs(catalog: Catalog, host: HostProfile, selector: Selector) -
 def _probe_rank(values: dict[str, AxisValue], catalog: Catalog, host: HostProfile) -> resolve.RankKey:
     """The engine's RankKey of a variant that differs from the catalog defaults only in ``values``."""
     return resolve.variant_rank(catalog.make_variant(values, fill_defaults=True), catalog, host)
-
-
-def _gpu_rank(line: str, archs: tuple[str, ...], catalog: Catalog, host: HostProfile) -> tuple[object, ...]:
-    """The RankKey fields a ``cuda`` value decides, in the engine's order."""
-    key = _probe_rank({"cuda": line, "cuda_arch": archs}, catalog, host)
-    return key.code_kind, key.code_distance, key.cuda_line, key.arch_count
 
 
 @functools.lru_cache(maxsize=1)

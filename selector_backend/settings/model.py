@@ -77,6 +77,8 @@ class Settings(NamedTuple):
     """read the HostProfile JSON from this file instead of detecting"""
     variant: t.OptionalText = None
     """build exactly this variant from source ('target=x86_64_v3 tensor_ops=gloo')"""
+    variant_label: t.OptionalText = None
+    """install exactly this published prebuilt, never a source build: its label, or LABEL:SHA256 for the one file"""
     detect_timeout: t.DetectSeconds = 5.0
     """seconds one detector (a tool, NVML) may take before it is skipped"""
     host: HostFacts = HostFacts()

@@ -60,11 +60,12 @@ class VariantIndex:
     def published_path(self, target: str) -> str:
         """URL path (on the server) of the labelled wheel published for ``target``."""
         from selector_backend.engine.catalog import load_catalog
-        from selector_backend.publishing.publish import inspect_wheel
+        from selector_backend.publishing.publish import generation_dir, inspect_wheel
 
         name = inspect_wheel(self.wheels[target], load_catalog()).published_name
-        assert (self.root / "simple" / "hvd-selector" / name).is_file(), f"{name} is not published"
-        return f"/simple/hvd-selector/{name}"
+        folder = generation_dir(self.root, load_catalog())
+        assert folder is not None and (folder / name).is_file(), f"{name} is not published"
+        return f"/{folder.relative_to(self.root).as_posix()}/{name}"
 
 
 def build_and_publish(root: Path, wheelhouse: Path, targets: tuple[str, ...], sdist: Path) -> dict[str, Path]:

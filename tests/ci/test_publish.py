@@ -58,9 +58,28 @@ def make_wheel(
     return write_wheel(directory / f"{dist}-{tag}.whl", files)
 
 
+def publish_matrix(root: Path, catalog: Catalog, python: str = "cp311") -> Path:
+    """The whole prebuilt matrix published under ``root/site`` as small wheels carrying the real variant
+    metadata, one per variant, tagged for ``python`` and its machine; returns the index root."""
+    wheels = []
+    for i, variant in enumerate(catalog.prebuilt_variants()):
+        family = catalog.target_family[str(variant["target"])]
+        tag = f"{python}-{python}-manylinux_2_28_{family}"
+        wheels.append(make_wheel(root / "in" / str(i), variant, catalog, tag=tag))
+    publish.publish(wheels, root / "site", catalog, progress=False)
+    return root / "site"
+
+
 @pytest.fixture()
 def catalog() -> Catalog:
     return load_catalog()
+
+
+def live(site: Path) -> Path:
+    """The folder of the files the live project page lists."""
+    folder = publish.generation_dir(site, load_catalog())
+    assert folder is not None, f"{site} has no published project page"
+    return folder
 
 
 def assert_consistent(root: Path, catalog: Catalog) -> list[variant_index.IndexEntry]:
@@ -72,7 +91,7 @@ def assert_consistent(root: Path, catalog: Catalog) -> list[variant_index.IndexE
         assert publish.sha256_of(page / item["url"]) == item["hashes"]["sha256"], item["filename"]
     html = (page / "index.html").read_text()
     for item in data["files"]:
-        assert f'href="{item["filename"]}#sha256={item["hashes"]["sha256"]}"' in html
+        assert f'href="{item["url"]}#sha256={item["hashes"]["sha256"]}"' in html
     return list(variant_index.read_index(str(root / "simple"), catalog))
 
 
@@ -86,12 +105,20 @@ def test_publish_layout_and_read_back(tmp_path: Path, catalog: Catalog) -> None:
     for entry in entries:
         assert entry.filename.endswith(f"-{variant_label(entry.variant)}.whl")
         assert entry.label == variant_label(entry.variant)
-    index_file = json.loads((tmp_path / "site/simple/hvd-selector/hvd_selector-0.1.0-variants.json").read_text())
+    index_file = json.loads((live(tmp_path / "site") / "hvd_selector-0.1.0-variants.json").read_text())
     assert set(index_file["variants"]) == {variant_label(v) for v in variants}
-    gpu = index_file["variants"][variant_label(variants[2])]["hvd_selector"]
-    assert gpu["cuda"] == ["cu13_sm80"] and gpu["tensor_ops"] == ["nccl"]
-    cpu = index_file["variants"][variant_label(variants[0])]["hvd_selector"]
-    assert "cuda" not in cpu and "none" not in json.dumps(cpu)  # a CPU build lacks the feature
+    # The standard providers' terms wherever they are exact; our namespace only for what no standard covers.
+    gpu = index_file["variants"][variant_label(variants[2])]
+    assert gpu == {
+        "x86_64": {"level": ["v3"]},
+        "nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["80_real", "80_virtual"]},
+    }, "nccl is what a CUDA build implies"
+    cpu = index_file["variants"][variant_label(variants[0])]
+    assert cpu == {"x86_64": {"level": ["v3"]}}, "a gloo build needs nothing a standard provider cannot see"
+    mpi = index_file["variants"][variant_label(variants[1])]
+    assert mpi == {"x86_64": {"level": ["v4"]}, "hvd_selector": {"tensor_ops": ["mpi"], "controllers": ["mpi"]}}
+    assert index_file["$schema"] == variant_json.SCHEMA_URL
+    assert index_file["providers"]["hvd_selector"]["requires"] == ["hvd-selector-variant-provider==0.1.0"]
     root_page = json.loads((tmp_path / "site/simple/index.json").read_text())
     assert root_page["projects"] == [{"name": "hvd-selector"}]
     # The labelled file holds the very bytes that were built (what the backend hands pip).
@@ -110,8 +137,9 @@ def test_rerun_is_idempotent_and_adding_keeps_what_was_there(tmp_path: Path, cat
     more = publish.publish([second], site, catalog, progress=False)
     assert more.changed and len(more.added) == 1
     assert len(assert_consistent(site, catalog)) == 2
-    generations = list((site / "simple" / publish.GENERATIONS).iterdir())
+    generations = list((site / "simple" / "hvd-selector").glob(publish.GENERATION_PREFIX + "*"))
     assert len(generations) == 2, "the new generation and the one a reader may still hold"
+    assert not [p for p in site.rglob("*") if p.is_symlink()], "plain files: any static server, any copy"
 
 
 def test_published_names_are_immutable(tmp_path: Path, catalog: Catalog) -> None:
@@ -143,7 +171,7 @@ def test_a_crash_at_any_step_leaves_a_consistent_index(
 
     def crashing_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         calls["n"] += 1
-        if (crash_at == "store" and calls["n"] == 2) or (crash_at == "swap" and Path(dst).name == "hvd-selector"):
+        if (crash_at == "store" and calls["n"] == 2) or (crash_at == "swap" and Path(dst).name == "index.json"):
             raise KeyboardInterrupt("simulated crash")
         real_replace(src, dst)
 
@@ -250,11 +278,11 @@ def test_builder_builds_repairs_and_publishes_a_reduced_matrix(
     assert {e.variant for e in entries} == {catalog.parse_variant(CPU), catalog.parse_variant(MPI)}
     for entry in entries:
         assert "manylinux_" in entry.filename, "auditwheel repaired it"
-        with zipfile.ZipFile(site / "simple/hvd-selector" / entry.filename) as archive:
+        with zipfile.ZipFile(live(site) / entry.filename) as archive:
             libs = [n for n in archive.namelist() if ".libs/" in n]
         if entry.variant["tensor_ops"] == "mpi":
             assert not any("libmpi" in n for n in libs), "libmpi comes from the mpi extra, never the wheel"
-            with zipfile.ZipFile(site / "simple/hvd-selector" / entry.filename) as archive:
+            with zipfile.ZipFile(live(site) / entry.filename) as archive:
                 core = next(n for n in archive.namelist() if "/_core" in n and n.endswith(".so"))
                 (tmp_path / "core.so").write_bytes(archive.read(core))
             needed = subprocess.run(["readelf", "-d", str(tmp_path / "core.so")], capture_output=True, text=True)
@@ -266,7 +294,7 @@ def test_builder_builds_repairs_and_publishes_a_reduced_matrix(
     pytest.importorskip("variantlib")
     from .test_variantlib import ANALYZE, VARIANTLIB
 
-    wheels = sorted(str(p) for p in (site / "simple/hvd-selector").glob("*.whl"))
+    wheels = sorted(str(p) for p in live(site).glob("*.whl"))
     analyzed = subprocess.run([sys.executable, "-c", ANALYZE, *wheels], capture_output=True, text=True)
     assert analyzed.returncode == 0 and analyzed.stdout.count("hvd_selector :: target ::") == 2, analyzed.stderr
     regen = tmp_path / "regen"
@@ -274,7 +302,7 @@ def test_builder_builds_repairs_and_publishes_a_reduced_matrix(
     for wheel in wheels:
         shutil.copy(wheel, regen)
     subprocess.run([*VARIANTLIB, "generate-index-json", "-d", str(regen)], check=True, capture_output=True)
-    published = site / "simple/hvd-selector/hvd_selector-0.1.0-variants.json"
+    published = live(site) / "hvd_selector-0.1.0-variants.json"
     assert json.loads((regen / published.name).read_text()) == json.loads(published.read_text())
     assert main(args) == 0, "a re-run skips what the index already has"
     again = capsys.readouterr()
@@ -291,7 +319,7 @@ def test_builder_keeps_nccl_out_of_a_cuda_variant(tmp_path: Path, catalog: Catal
     site = tmp_path / "site"
     assert main(["build-variants", "--index", str(site), "--wheelhouse", str(tmp_path / "wh"), "--variant", GPU]) == 0
     (entry,) = assert_consistent(site, catalog)
-    with zipfile.ZipFile(site / "simple/hvd-selector" / entry.filename) as archive:
+    with zipfile.ZipFile(live(site) / entry.filename) as archive:
         names = archive.namelist()
         plugin = next(n for n in names if n.endswith("libhvd_nccl.so"))
         (tmp_path / "plugin.so").write_bytes(archive.read(plugin))
@@ -322,9 +350,103 @@ def _check_public_index(site: Path, wheels: list[Path], catalog: Catalog) -> Non
         assert mode & want == want, f"{path.relative_to(site)} has mode {oct(mode)}"
     if os.geteuid() == 0:
         page = site / "simple" / "hvd-selector"
-        files = [str(page / n) for n in ("index.html", "index.json", *(p.name for p in page.glob("*.whl")))]
+        files = [str(page / n) for n in ("index.html", "index.json")] + [str(p) for p in live(site).glob("*.whl")]
         proc = subprocess.run(
             ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "cat", *files],
             capture_output=True,
         )
         assert proc.returncode == 0, proc.stderr.decode()
+
+
+@pytest.mark.slow
+def test_the_publishing_page_gives_an_index_stock_pip_and_uv_install_from(tmp_path: Path, catalog: Catalog) -> None:
+    """docs/guide/publishing.md end to end: build-variants with --index-url, ``python -m http.server`` on
+    127.0.0.1, then stock pip and uv in fresh venvs with the documented flags. The dependencies (numpy, archspec,
+    ...) come from a local wheelhouse (``--find-links``) where the page lets PyPI serve them."""
+    import socket
+
+    from devtools.venvs import download_wheels, make_venv, user_env
+
+    with socket.socket() as probe:  # the URL is embedded in the sdist before the server starts
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/simple"
+    site, house = tmp_path / "site", tmp_path / "wheelhouse"
+    env = user_env(PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    baseline = "target=x86_64 tensor_ops=gloo controllers=gloo"
+    cmd = [sys.executable, "-m", "selector_backend", "build-variants", "--index", str(site), "--wheelhouse", str(house)]
+    built = subprocess.run([*cmd, "--variant", baseline, "--index-url", url], capture_output=True, text=True, env=env)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "no sdist is published" not in built.stderr
+    for path in site.rglob("*"):
+        assert not path.is_symlink(), path
+        if path.is_file() and path.name != ".publish.lock":
+            assert path.stat().st_mode & 0o644 == 0o644, f"{path} is {oct(path.stat().st_mode)}"
+    deps = download_wheels(tmp_path / "deps", ["numpy", "archspec", "packaging", "nvidia-ml-py"])
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "-d", str(site), str(port), "--bind", "127.0.0.1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for(port)
+        pip = make_venv(tmp_path / "pip-venv")
+        installed = subprocess.run(
+            [
+                str(pip / "pip"),
+                "install",
+                "--no-cache-dir",
+                "--find-links",
+                str(deps),
+                "--extra-index-url",
+                url,
+                "hvd-selector",
+            ],
+            capture_output=True,
+            text=True,
+            env=user_env(),
+            timeout=900,
+        )
+        assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
+        uv_venv = tmp_path / "uv-venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(uv_venv)], check=True)
+        uv = shutil.which("uv")
+        assert uv is not None
+        by_uv = subprocess.run(
+            [
+                *(uv, "pip", "install", "--preview-features", "wheel-variants", "--no-cache", "--no-build"),
+                *("--python", str(uv_venv / "bin" / "python"), "--index-url", url, "--find-links", str(deps)),
+                "hvd-selector",
+            ],
+            capture_output=True,
+            text=True,
+            env=user_env(),
+            timeout=900,
+        )
+        assert by_uv.returncode == 0, by_uv.stderr[-2000:]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    for bindir in (pip, uv_venv / "bin"):
+        info = subprocess.run(
+            [str(bindir / "python"), "-c", "import hvd_selector, json; print(json.dumps(hvd_selector.build_info()))"],
+            capture_output=True,
+            text=True,
+            env=user_env(),
+            cwd=tmp_path,
+        )
+        assert info.returncode == 0, info.stderr[-2000:]
+        assert json.loads(info.stdout.splitlines()[-1])["target"] == "x86_64", bindir
+
+
+def _wait_for(port: int) -> None:
+    import socket
+    import time
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"python -m http.server did not listen on port {port}")

@@ -1,11 +1,11 @@
 """The published artifacts as PEP 825's reference implementation (variantlib) reads them.
 
 variantlib itself is the judge: ``analyze-wheel`` accepts every published
-wheel, ``generate-index-json`` reproduces the published ``-variants.json``,
-and its resolver, running the project's provider plugin in a subprocess as an
-installer would, ranks the published wheels as ``hvd-selector resolve
---index-url`` does, on this machine and on host profiles given through the
-plugin's own overrides (``HVD_SELECTOR_*``).
+wheel, ``generate-index-json`` reproduces the published ``-variants.json``
+(but for the ``$schema`` it writes), and its plugin loader runs the
+project's provider from the ``hvd-selector-variant-provider`` wheel, installed
+without hvd-selector, as an installer would. Which wheel a native installer
+picks is tests/ci/test_uv_variants.py's (uv's built-in providers).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import pytest
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import Catalog, load_catalog
 from selector_backend.publishing import publish
-from selector_backend.publishing.variant_provider import HvdSelectorProvider, all_configs
+from selector_backend.publishing.variant_provider import HvdSelectorProvider, all_configs, supported_configs
 
-from .test_publish import make_wheel
+from .test_publish import publish_matrix
 
 variantlib = pytest.importorskip("variantlib", reason="variantlib (PEP 825 reference implementation) not installed")
 from variantlib.variant_dist_info import VariantDistInfo  # noqa: E402
@@ -41,17 +41,14 @@ def catalog() -> Catalog:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory, catalog: Catalog) -> Path:
     """The whole prebuilt matrix published as small wheels (one per variant, tagged for its machine)."""
-    root = tmp_path_factory.mktemp("variantlib")
-    wheels = []
-    for i, variant in enumerate(catalog.prebuilt_variants()):
-        family = catalog.target_family[str(variant["target"])]
-        wheels.append(make_wheel(root / "in" / str(i), variant, catalog, tag=f"cp311-cp311-manylinux_2_28_{family}"))
-    publish.publish(wheels, root / "site", catalog, progress=False)
-    return root / "site"
+    return publish_matrix(tmp_path_factory.mktemp("variantlib"), catalog)
 
 
 def project_dir(site: Path) -> Path:
-    return site / "simple" / "hvd-selector"
+    """The live generation's folder (the project page links its files)."""
+    folder = publish.generation_dir(site, load_catalog())
+    assert folder is not None
+    return folder
 
 
 def published_wheels(site: Path) -> list[Path]:
@@ -84,8 +81,8 @@ def test_analyze_wheel_accepts_every_published_wheel(site: Path, catalog: Catalo
     for wheel, report in zip(wheels, reports, strict=True):
         label = wheel.name[: -len(".whl")].rsplit("-", 1)[1]
         assert report.startswith(str(wheel)) and f"Variant: `{label}`" in report, report
-        properties = [line for line in report.splitlines() if " :: " in line]
-        assert properties and all(line.startswith("hvd_selector :: ") for line in properties)
+        properties = [line.strip() for line in report.splitlines() if " :: " in line]
+        assert properties and all(line.split(" :: ")[0] in ("x86_64", "nvidia", "hvd_selector") for line in properties)
         assert not any(line.endswith(":: none") for line in properties)  # no 'none' sentinel
 
 
@@ -96,80 +93,97 @@ def test_generate_index_json_reproduces_the_published_file(site: Path, catalog: 
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Skipped" not in done.stderr and "WARNING" not in done.stderr, done.stderr[-2000:]
     generated = json.loads((tmp_path / index_file(site, catalog).name).read_text())
-    assert generated == json.loads(index_file(site, catalog).read_text())
+    published = json.loads(index_file(site, catalog).read_text())
+    # variantlib 0.2.2 writes its own $schema (which uv does not know) and reads any: the rest is the same file.
+    assert generated.pop("$schema") == variant_json.PREVIOUS_SCHEMA_URL
+    assert published.pop("$schema") == variant_json.SCHEMA_URL
+    assert generated == published
 
 
 def test_variant_json_declares_the_install_time_provider(catalog: Catalog) -> None:
     doc = variant_json.render(catalog.parse_variant(catalog.prebuilt_variants()[0].to_json()), catalog)
     info = VariantDistInfo(json.dumps(doc))
     provider = info.providers[catalog.namespace]
-    assert info.namespace_priorities == [catalog.namespace]
-    assert provider.plugin_api == variant_json.PLUGIN_API and provider.requires
+    assert info.namespace_priorities == ["nvidia", catalog.namespace, "x86_64"]
+    assert provider.plugin_api == variant_json.PLUGIN_API
+    assert provider.requires == [f"hvd-selector-variant-provider=={catalog.version}"], "never the package it chooses"
+    assert info.providers["x86_64"].requires == ["x86-64-variant-provider"] and not info.providers["x86_64"].plugin_api
     assert HvdSelectorProvider.namespace == catalog.namespace
 
 
 def test_plugin_all_configs_cover_every_published_property(site: Path, catalog: Catalog) -> None:
     known = {(c.name, v) for c in all_configs(catalog) for v in c.values}
     doc = json.loads(index_file(site, catalog).read_text())
-    for label, namespaces in doc["variants"].items():
-        for feature, values in namespaces[catalog.namespace].items():
+    own = [(label, ns[catalog.namespace]) for label, ns in doc["variants"].items() if catalog.namespace in ns]
+    assert own, "the MPI and aarch64 builds use our namespace"
+    for label, features in own:
+        for feature, values in features.items():
             assert (feature, values[0]) in known, (label, feature, values)
 
 
-# ---------------------------------------------------------------------- ranking
+# ---------------------------------------------------------------------- the provider distribution
 PROFILES = {
-    "this machine": ({}, None),
-    "x86_64_v2": ({"HVD_SELECTOR_TARGET": "x86_64_v2"}, "x86_64"),
-    "x86_64_v3 no MPI": ({"HVD_SELECTOR_TARGET": "x86_64_v3", "HVD_SELECTOR_MPI": "none"}, "x86_64"),
-    "x86_64_v4 MPICH": ({"HVD_SELECTOR_TARGET": "x86_64_v4", "HVD_SELECTOR_MPI": "mpich 4.2.0"}, "x86_64"),
-    "x86_64_v4 Open MPI": ({"HVD_SELECTOR_TARGET": "x86_64_v4", "HVD_SELECTOR_MPI": "openmpi 5.0.3"}, "x86_64"),
-    "neoverse_v2": ({"HVD_SELECTOR_TARGET": "neoverse_v2"}, "aarch64"),
-    "neoverse_n1": ({"HVD_SELECTOR_TARGET": "neoverse_n1"}, "aarch64"),
-    "neoverse_v2 H100": (
-        {"HVD_SELECTOR_TARGET": "neoverse_v2", "HVD_SELECTOR_GPUS": "9.0", "HVD_SELECTOR_CUDA_DRIVER": "13.0"},
-        "aarch64",
-    ),
-    "A100 driver 12.4": (
-        {"HVD_SELECTOR_TARGET": "zen3", "HVD_SELECTOR_GPUS": "8.0,8.0", "HVD_SELECTOR_CUDA_DRIVER": "12.4"},
-        "x86_64",
-    ),
-    "A100 driver 13.0": (
-        {"HVD_SELECTOR_TARGET": "zen3", "HVD_SELECTOR_GPUS": "8.0", "HVD_SELECTOR_CUDA_DRIVER": "13.0"},
-        "x86_64",
-    ),
-    "mixed V100+A100": (
-        {"HVD_SELECTOR_TARGET": "x86_64_v3", "HVD_SELECTOR_GPUS": "7.0,8.0", "HVD_SELECTOR_CUDA_DRIVER": "13.0"},
-        "x86_64",
-    ),
-    "mixed T4+A100 (PTX only for one)": (
-        {"HVD_SELECTOR_TARGET": "x86_64_v3", "HVD_SELECTOR_GPUS": "7.5,8.6", "HVD_SELECTOR_CUDA_DRIVER": "12.4"},
-        "x86_64",
-    ),
-    "H100 old driver 11.8": (
-        {"HVD_SELECTOR_TARGET": "x86_64_v4", "HVD_SELECTOR_GPUS": "9.0", "HVD_SELECTOR_CUDA_DRIVER": "11.8"},
-        "x86_64",
-    ),
-    "H100 driver 12.2": (
-        {"HVD_SELECTOR_TARGET": "x86_64_v4", "HVD_SELECTOR_GPUS": "9.0", "HVD_SELECTOR_CUDA_DRIVER": "12.2"},
-        "x86_64",
-    ),
-    "host profile file: icelake + A100, no MPI": ({"HVD_SELECTOR_HOST_PROFILE": "{profile}"}, "x86_64"),
-    "selector cpu on a GPU host": (
-        {"HVD_SELECTOR_GPUS": "8.0", "HVD_SELECTOR_CUDA_DRIVER": "13.0", "HVD_SELECTOR": "cpu"},
-        "x86_64",
-    ),
+    "this machine": {},
+    "x86_64_v4 MPICH": {"HVD_SELECTOR_TARGET": "x86_64_v4", "HVD_SELECTOR_MPI": "mpich 4.2.0"},
+    "x86_64_v3 no MPI": {"HVD_SELECTOR_TARGET": "x86_64_v3", "HVD_SELECTOR_MPI": "none"},
+    "neoverse_v2": {"HVD_SELECTOR_TARGET": "neoverse_v2", "HVD_SELECTOR_MPI": "none"},
+    "neoverse_v1 Open MPI": {"HVD_SELECTOR_TARGET": "neoverse_v1", "HVD_SELECTOR_MPI": "openmpi 5.0.3"},
+    "selector tensor_ops=gloo, MPICH": {"HVD_SELECTOR": "tensor_ops=gloo", "HVD_SELECTOR_MPI": "mpich 4.2.0"},
 }
 
-HOST_PROFILE = {
-    "platform": "linux",
-    "machine": "x86_64",
-    "python": "cp311",
-    "libc": "glibc 2.39",
-    "cpu": {"microarch": "icelake"},
-    "gpus": [{"vendor": "nvidia", "name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0", "memory_mib": 81920}],
-    "cuda_driver": "13.0",
-    "libraries": {"mpi": None, "nccl": None, "gloo": None},
-}
+PLUGIN_ANSWERS = (
+    "import json, sys; from variantlib.plugins.loader import PluginLoader; "
+    "from variantlib.variants_json import VariantsJson; "
+    "doc = VariantsJson(json.load(open(sys.argv[1]))); "
+    "loader = PluginLoader(doc, filter_plugins=[sys.argv[2]]); loader.__enter__(); "
+    "print(json.dumps({f.name: f.values for cfg in loader.get_supported_configs().values() for f in cfg.configs}))"
+)
+
+
+@pytest.fixture(scope="module")
+def provider_venv(tmp_path_factory: pytest.TempPathFactory, catalog: Catalog) -> Path:
+    """A fresh venv with the provider wheel and no hvd-selector (archspec, packaging, variantlib: the system's)."""
+    from selector_backend.publishing.provider_dist import build_provider_wheel
+
+    root = tmp_path_factory.mktemp("provider")
+    wheel = build_provider_wheel(root / "dist", catalog)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root / "venv")], check=True)
+    python = root / "venv" / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True)
+    alone = subprocess.run([str(python), "-c", "import selector_backend"], capture_output=True, text=True, cwd=root)
+    assert alone.returncode != 0, "the provider venv must not see hvd-selector's own selector_backend"
+    return python
+
+
+@pytest.mark.parametrize("name", list(PROFILES))
+def test_the_provider_wheel_answers_through_variantlib_without_hvd_selector(
+    name: str, provider_venv: Path, site: Path, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """variantlib's loader imports the plugin as an installer would (a subprocess of the venv's Python)."""
+    env = _env(PROFILES[name], site)
+    done = subprocess.run(
+        [str(provider_venv), "-c", PLUGIN_ANSWERS, str(index_file(site, catalog)), catalog.namespace],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in env.items() if k != "PYTHONPATH"},
+        cwd=site.parent,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = json.loads(done.stdout)
+    # The copy in the wheel answers exactly as this tree's engine does for the same host and settings.
+    for key in [k for k in os.environ if k.startswith("HVD_SELECTOR")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        if key.startswith("HVD_SELECTOR"):
+            monkeypatch.setenv(key, value)
+    from selector_backend.publishing import variant_provider
+
+    host, selector = variant_provider._host_and_selector()
+    assert answers == {c.name: c.values for c in supported_configs(catalog, host, selector)}
+    mpi = "mpich" in PROFILES[name].get("HVD_SELECTOR_MPI", "") and "gloo" not in PROFILES[name].get("HVD_SELECTOR", "")
+    assert ("mpi" in answers.get("tensor_ops", [])) == mpi, answers
+    if name.startswith("neoverse_v2"):
+        assert answers["target"][0] == "neoverse_v2" and "neoverse_v1" not in answers["target"]
 
 
 def _env(overrides: dict[str, str], site: Path) -> dict[str, str]:
@@ -179,57 +193,6 @@ def _env(overrides: dict[str, str], site: Path) -> dict[str, str]:
     empty.touch()
     env["HVD_SELECTOR_CONFIG"] = str(empty)  # no user config file steers either side
     return {**env, **overrides}
-
-
-def engine_ranking(site: Path, env: dict[str, str]) -> tuple[list[str], set[str]]:
-    """(compatible labels best first, incompatible labels) from ``hvd-selector resolve --index-url``."""
-    done = subprocess.run(
-        [sys.executable, "-m", "selector_backend", "resolve", "--json", "--index-url", (site / "simple").as_uri()],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
-    assert done.returncode in (0, 3), done.stderr
-    candidates = json.loads(done.stdout)["candidates"]
-    return [c["label"] for c in candidates if c["compatible"]], {c["label"] for c in candidates if not c["compatible"]}
-
-
-RESOLVE = (
-    "import json, sys; from variantlib.api import get_variants_by_priority; "
-    "doc = json.load(open(sys.argv[1])); "
-    "print(json.dumps([v.label for v in get_variants_by_priority(variants_json=doc)]))"
-)
-
-
-def variantlib_ranking(site: Path, catalog: Catalog, env: dict[str, str]) -> list[str]:
-    """Labels variantlib's resolver ranks, in a fresh process as an installer would (it caches plugin answers)."""
-    done = subprocess.run(
-        [sys.executable, "-c", RESOLVE, str(index_file(site, catalog))], capture_output=True, text=True, env=env
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return list(json.loads(done.stdout))
-
-
-@pytest.mark.parametrize("name", list(PROFILES))
-def test_variantlib_resolver_agrees_with_the_engine(name: str, site: Path, catalog: Catalog) -> None:
-    overrides, family = PROFILES[name]
-    profile = site.parent / "icelake-a100.json"
-    profile.write_text(json.dumps(HOST_PROFILE))
-    env = _env({k: v.replace("{profile}", str(profile)) for k, v in overrides.items()}, site)
-    engine, incompatible = engine_ranking(site, env)
-    ranked = variantlib_ranking(site, catalog, env)
-    assert ranked[-1] == "null"  # variantlib always offers the null variant last; none is published
-    # An installer first drops wheels whose platform tag does not fit; do the same by machine family.
-    family = family or os.uname().machine
-    fits = {p.name[: -len(".whl")].rsplit("-", 1)[1] for p in published_wheels(site) if p.name.count(f"_{family}-")}
-    ranked = [label for label in ranked if label in fits]
-    assert not set(ranked) & incompatible, f"variantlib picks wheels the engine calls incompatible ({name})"
-    assert ranked, f"variantlib finds nothing for {name}"
-    assert ranked == engine, f"{name}: variantlib {ranked} vs hvd-selector {engine}"
-    if "A100" in name or name == "neoverse_v2 H100":  # the GPU facts really reached both sides
-        first = json.loads(index_file(site, catalog).read_text())["variants"][ranked[0]][catalog.namespace]
-        assert "cuda" in first, f"{name}: a CUDA build should come first, got {first}"
 
 
 # ---------------------------------------------------------------------- earlier releases
@@ -300,12 +263,31 @@ def test_the_runtime_package_decodes_every_variant_json_as_the_engine_wrote_it(
     tmp_path: Path, catalog: Catalog
 ) -> None:
     """jobs.build_facts reads variant.json without the engine; both must agree on the property model."""
+    from selector_backend.engine.variant import format_variant
     from selector_backend.jobs import build_facts as _facts
 
-    docs = [variant_json.render(v, catalog) for v in catalog.prebuilt_variants()]
-    docs.append(LEGACY | {"variants": {"c0ffee01": LEGACY["variants"]["c0ffee01"]}})  # type: ignore[index]
-    for doc in docs:
+    docs = [(variant_json.render(v, catalog), format_variant(v)) for v in catalog.prebuilt_variants()]
+    docs.append((LEGACY | {"variants": {"c0ffee01": LEGACY["variants"]["c0ffee01"]}}, None))  # type: ignore[index]
+    previous = {
+        "$schema": variant_json.PREVIOUS_SCHEMA_URL,
+        "variants": {
+            "abc": {
+                "hvd_selector": {
+                    "target": ["x86_64_v3"],
+                    "cuda": ["cu13_sm80"],
+                    "tensor_ops": ["nccl"],
+                    "controllers": ["gloo"],
+                    "frameworks": ["pytorch"],
+                }
+            }
+        },
+    }
+    docs.append((previous, None))  # an installed build of the namespace-only model
+    for doc, variant_text in docs:
         (tmp_path / "variant.json").write_text(json.dumps(doc))
+        (tmp_path / "build_config.json").unlink(missing_ok=True)
+        if variant_text:  # what every build of this release writes beside variant.json
+            (tmp_path / "build_config.json").write_text(json.dumps({"variant": variant_text}))
         facts = _facts.load_facts(tmp_path)
         label, variant = variant_json.parse(json.dumps(doc), catalog)
         assert facts.label == label

@@ -55,6 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--sdist", type=Path, action="append", default=[], help="also publish this sdist")
     parser.add_argument(
+        "--index-url",
+        default=None,
+        metavar="URL",
+        help="where the index will be served (.../simple): build the sdist with URL embedded and publish it, "
+        "so stock pip installs from the index",
+    )
+    parser.add_argument(
         "--publish-only",
         type=Path,
         default=None,
@@ -79,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         sdists = _files(args.publish_only, "*.tar.gz") + list(args.sdist)
         if not wheels:
             raise InputError(f"--publish-only {args.publish_only}: no wheels there")
-        done = publish.publish(wheels, args.index, catalog, sdists=sdists)
+        done = publish.publish(wheels, args.index, catalog, sdists=sdists + _index_sdist(args))
         _report(done, args.index, publish.normalize(catalog.name))
         return 0
 
@@ -107,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     for job, why in skipped:
         print(f"skip {job.name}: {why}", file=sys.stderr)
     if not todo and any(why and why.startswith("already published") for _, why in skipped):
-        done = publish.publish([], args.index, catalog, sdists=args.sdist)
+        done = publish.publish([], args.index, catalog, sdists=args.sdist + _index_sdist(args))
         _report(done, args.index, publish.normalize(catalog.name))
         return 0
     if not todo:
@@ -141,9 +148,20 @@ def run(args: argparse.Namespace) -> int:
             publish.check_built(wheel, job.variant, catalog)
             built.append(wheel)
             bar.step(job.name)
-    done = publish.publish(built, args.index, catalog, sdists=args.sdist)
+    done = publish.publish(built, args.index, catalog, sdists=args.sdist + _index_sdist(args))
     _report(done, args.index, publish.normalize(catalog.name))
     return 0
+
+
+def _index_sdist(args: argparse.Namespace) -> list[Path]:
+    """The sdist that knows this index (``--index-url``), built from the source tree into the wheelhouse."""
+    if args.index_url is None:
+        return []
+    from selector_backend import PACKAGE_DIR
+    from selector_backend.publishing import publish
+
+    source = args.source or PACKAGE_DIR.parent
+    return [publish.build_sdist(source, args.wheelhouse / "sdist", args.index_url)]
 
 
 def _files(folder: Path, pattern: str) -> list[Path]:
@@ -156,3 +174,9 @@ def _files(folder: Path, pattern: str) -> list[Path]:
 def _report(done: Published, index: Path, project: str) -> None:
     state = "updated" if done.changed else "unchanged"
     print(f"variant index {state}: {index / 'simple' / project}/ lists {len(done.files)} files ({len(done.added)} new)")
+    if not any(name.endswith(".tar.gz") for name in done.files):
+        print(
+            "note: no sdist is published, so stock pip finds nothing to install here (uv with wheel variants does); "
+            "publish one with --index-url URL (where this index will be served)",
+            file=sys.stderr,
+        )

@@ -1,0 +1,102 @@
+"""``hvd-selector-variant-provider``: the ``hvd_selector`` namespace's provider as its own small distribution.
+
+An installer that runs Python providers installs a namespace's provider
+before it chooses a wheel. If the provider were ``hvd-selector`` itself, the
+package being chosen would have to be installed to choose it. This builds a
+pure-Python wheel that carries the provider and a copy of the engine it asks
+(``selector_backend``, taken from this tree when the wheel is built, as the
+sdist takes its vendored imports), under its own import name, so it installs
+without ``hvd-selector`` and can never disagree with the release it is built
+with. Its dependencies are the engine's pure-Python ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import zipfile
+from pathlib import Path
+
+from selector_backend import PACKAGE_DIR
+from selector_backend.engine import variant_json
+from selector_backend.engine.catalog import Catalog, default_catalog_path
+
+MODULE = variant_json.PLUGIN_API.split(":")[0]
+ENGINE_DIR = "_engine"  # the copy of selector_backend, put first on sys.path by the provider module
+REQUIRES = ("archspec>=0.2.5", "packaging>=22", "tomli>=1.1; python_version < '3.11'")
+
+_SHIM = f'''"""hvd-selector's PEP 825 variant provider for the hvd_selector namespace (built from hvd-selector).
+
+It carries a copy of the selector engine of its release in {ENGINE_DIR}/, so it needs no
+hvd-selector installed; that copy comes first on sys.path of the installer's provider process.
+"""
+
+import pathlib
+import sys
+
+_ENGINE = str(pathlib.Path(__file__).resolve().parent / "{ENGINE_DIR}")
+if _ENGINE not in sys.path:
+    sys.path.insert(0, _ENGINE)
+
+from selector_backend.publishing.variant_provider import HvdSelectorProvider  # noqa: E402
+
+__all__ = ["HvdSelectorProvider"]
+'''
+
+
+def wheel_name(catalog: Catalog) -> str:
+    return f"{MODULE}-{catalog.version}-py3-none-any.whl"
+
+
+def provider_files(catalog: Catalog) -> dict[str, bytes]:
+    """Archive path -> bytes: the provider module, the engine copy, the catalog and the dist-info."""
+    files: dict[str, bytes] = {f"{MODULE}/__init__.py": _SHIM.encode()}
+    engine = f"{MODULE}/{ENGINE_DIR}/selector_backend"
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        rel = path.relative_to(PACKAGE_DIR)
+        if rel.parts[0] in ("_vendor",) or "__pycache__" in rel.parts:
+            continue
+        files[f"{engine}/{rel.as_posix()}"] = path.read_bytes()
+    files[f"{engine}/variants/catalog.toml"] = default_catalog_path().read_bytes()
+    dist_info = f"{MODULE}-{catalog.version}.dist-info"
+    metadata = [
+        "Metadata-Version: 2.1",
+        f"Name: {variant_json.PROVIDER_DIST}",
+        f"Version: {catalog.version}",
+        f"Summary: PEP 825 variant provider for the {catalog.namespace} namespace of {catalog.name}",
+        "License: Apache-2.0",
+        "Requires-Python: >=3.10",
+        *(f"Requires-Dist: {r}" for r in REQUIRES),
+    ]
+    files[f"{dist_info}/METADATA"] = ("\n".join(metadata) + "\n").encode()
+    files[f"{dist_info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: hvd-selector\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+    files[f"{dist_info}/entry_points.txt"] = (
+        f"[variant_plugins]\n{catalog.namespace} = {variant_json.PLUGIN_API}\n".encode()
+    )
+    return files
+
+
+def build_provider_wheel(outdir: Path, catalog: Catalog) -> Path:
+    """Write the provider wheel into ``outdir`` (reproducibly: fixed member dates and order); return it."""
+    files = provider_files(catalog)
+    dist_info = next(name.split("/")[0] for name in files if name.endswith(".dist-info/METADATA"))
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    files[f"{dist_info}/RECORD"] = ("\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n").encode()
+    outdir.mkdir(parents=True, exist_ok=True)
+    target = outdir / wheel_name(catalog)
+    tmp = target.with_name(f".{target.name}.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, target)
+    return target
