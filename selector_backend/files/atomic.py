@@ -29,17 +29,22 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None, *, dura
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
+        fill(fd, data, durable=durable)
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def fill(fd: int, data: bytes, *, durable: bool) -> None:
+    """Write ``data`` to the new file open on ``fd`` and close it; ``durable`` also fsyncs it."""
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        if durable:
+            os.fsync(handle.fileno())
 
 
 def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:

@@ -285,13 +285,11 @@ class CacheDir:
 
         ``durable=False`` skips the fsync: for a cache whose reader checks what it
         loads, a file a crash left empty is only a miss."""
+        from selector_backend.files.atomic import fill
+
         fd, tmp = self.new_file(f".{name}.", ".tmp")
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                if durable:
-                    os.fsync(handle.fileno())
+            fill(fd, data, durable=durable)
             self.rename(tmp, name)
         except BaseException:
             self.remove(tmp)

@@ -494,18 +494,21 @@ def cached_download(
         raise InputError(f"{shown(url)}: unsafe file name {filename!r}")
     if lock_wait is None:
         lock_wait = deadline * (retries + 1) + 4.0 * retries  # the holder's attempts and back-offs
+
+    def download(out: IO[bytes]) -> None:
+        fetch_to(url, out, max_bytes=max_bytes, timeout=timeout, deadline=deadline, retries=retries, offline=offline)
+
     with open_cache(cache_dir) as root, contextlib.ExitStack() as stack:
         try:
             locks = stack.enter_context(_child(root, LOCKS_DIRECTORY, private=True))
             wheels = stack.enter_context(_child(root, WHEELS_DIRECTORY))
             sweep_stale_parts(wheels, locks)
             stack.enter_context(locks.lock(f"{sha256}.lock", lock_wait))
-        except OSError as exc:
-            raise _cache_error(cache_dir, exc) from None
-        try:
-            return _download_locked(
-                url, sha256, filename, wheels, check, offline, max_bytes, timeout, deadline, retries
-            )
+            with _child(wheels, sha256) as directory:
+                try:
+                    return _cached_locked(url, sha256, filename, directory, check, download)
+                finally:
+                    wheels.remove(sha256)  # only succeeds when empty (a failed first download)
         except OSError as exc:
             raise _cache_error(cache_dir, exc) from None
 
@@ -516,71 +519,31 @@ def _child(parent: CacheDir, name: str, private: bool = False) -> CacheDir:
     return child
 
 
-def _download_locked(
-    url: str,
-    sha256: str,
-    filename: str,
-    wheels: CacheDir,
-    check: Callable[[Path], None] | None,
-    offline: bool,
-    max_bytes: int,
-    timeout: float,
-    deadline: float,
-    retries: int,
-) -> Path:
-    with _child(wheels, sha256) as directory:
-        try:
-            fd = directory.open_file(filename)
-            if fd is not None:
-                with os.fdopen(fd, "rb") as handle:
-                    good = _sha256_of_handle(handle) == sha256
-                if good:
-                    _check(directory, filename, check)
-                    return directory.path / filename
-            directory.remove(filename)  # corrupted (disk error, tampering), or not a file of ours: fetch again
-            for stale, _ in directory.entries():
-                if _is_part(stale):
-                    directory.remove(stale)  # a killed download of this very file (we hold its lock)
-            return _fetch_into(url, sha256, filename, directory, check, offline, max_bytes, timeout, deadline, retries)
-        finally:
-            wheels.remove(sha256)  # only succeeds when empty (a failed first download)
-
-
-def _check(directory: CacheDir, name: str, check: Callable[[Path], None] | None) -> None:
-    """Run the caller's ``check`` on a file of the cache; a file it refuses is removed."""
-    if check is None:
-        return
-    try:
-        check(directory.path / name)
-    except BaseException:
-        directory.remove(name)
-        raise
-
-
-def _fetch_into(
+def _cached_locked(
     url: str,
     sha256: str,
     filename: str,
     directory: CacheDir,
     check: Callable[[Path], None] | None,
-    offline: bool,
-    max_bytes: int,
-    timeout: float,
-    deadline: float,
-    retries: int,
+    download: Callable[[IO[bytes]], None],
 ) -> Path:
+    """The file from ``directory`` (``wheels/<sha256>/``, its lock held) if it is there and good,
+    else downloaded into a temporary file there, verified, checked and renamed into place."""
+    fd = directory.open_file(filename)
+    if fd is not None:
+        with os.fdopen(fd, "rb") as handle:
+            good = _sha256_of_handle(handle) == sha256
+        if good:
+            _check(directory, filename, check)
+            return directory.path / filename
+    directory.remove(filename)  # corrupted (disk error, tampering), or not a file of ours: fetch again
+    for stale, _ in directory.entries():
+        if _is_part(stale):
+            directory.remove(stale)  # a killed download of this very file (we hold its lock)
     fd, part = directory.new_file(PART_PREFIX, PART_SUFFIX)
     try:
         with os.fdopen(fd, "w+b") as handle:
-            fetch_to(
-                url,
-                handle,
-                max_bytes=max_bytes,
-                timeout=timeout,
-                deadline=deadline,
-                retries=retries,
-                offline=offline,
-            )
+            download(handle)
             handle.flush()
             os.fsync(handle.fileno())
             handle.seek(0)
@@ -599,6 +562,17 @@ def _fetch_into(
     finally:
         directory.remove(part)  # gone already when it was renamed into place
     return directory.path / filename
+
+
+def _check(directory: CacheDir, name: str, check: Callable[[Path], None] | None) -> None:
+    """Run the caller's ``check`` on a file of the cache; a file it refuses is removed."""
+    if check is None:
+        return
+    try:
+        check(directory.path / name)
+    except BaseException:
+        directory.remove(name)
+        raise
 
 
 def copy_verified(source: Path, sha256: str, dest: Path) -> Path:

@@ -69,8 +69,9 @@ def _become(user: LocalUser) -> None:
     os.setuid(user.uid)
 
 
-def as_user(user: LocalUser, step: Callable[[], str]) -> str:
-    """Run ``step`` as ``user`` in a forked child; returns what it returned (or ``error: ...``)."""
+def _fork_as(user: LocalUser, step: Callable[[], str], stay: bool) -> tuple[int, int]:
+    """Fork a child that becomes ``user``, runs ``step`` and writes its answer (or ``error: ...``) as
+    one line to a pipe; with ``stay`` it then waits to be killed. Returns (pid, the pipe's read end)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns into pytest
@@ -78,13 +79,21 @@ def as_user(user: LocalUser, step: Callable[[], str]) -> str:
         try:
             _become(user)
             answer = step()
-        except BaseException as exc:
+        except BaseException as exc:  # reported to the parent
             answer = f"error: {type(exc).__name__}: {exc}"
-        os.write(write, answer.encode())
+        os.write(write, answer.encode() + b"\n")
+        if stay:
+            signal.pause()
         os._exit(0)
     os.close(write)
+    return pid, read
+
+
+def as_user(user: LocalUser, step: Callable[[], str]) -> str:
+    """Run ``step`` as ``user`` in a forked child; returns what it returned (or ``error: ...``)."""
+    pid, read = _fork_as(user, step, stay=False)
     with os.fdopen(read, "rb") as pipe:
-        answer = pipe.read().decode()
+        answer = pipe.read().decode().strip()
     os.waitpid(pid, 0)
     return answer
 
@@ -93,19 +102,7 @@ def as_user(user: LocalUser, step: Callable[[], str]) -> str:
 def holding_as_user(user: LocalUser, step: Callable[[], str]) -> Iterator[str]:
     """Run ``step`` as ``user`` in a forked child that then stays alive (holding whatever it opened)
     until the block ends; yields what ``step`` returned."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        try:
-            _become(user)
-            answer = step()
-        except BaseException as exc:
-            answer = f"error: {type(exc).__name__}: {exc}"
-        os.write(write, answer.encode() + b"\n")
-        signal.pause()  # until the parent ends it
-        os._exit(0)
-    os.close(write)
+    pid, read = _fork_as(user, step, stay=True)
     try:
         with os.fdopen(read, "rb") as pipe:
             yield pipe.readline().decode().strip()

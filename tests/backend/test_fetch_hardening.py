@@ -67,9 +67,13 @@ def test_stale_part_files_are_swept_but_live_ones_kept(tmp_path: Path) -> None:
     for path in (stale, live):
         path.parent.mkdir(parents=True)
         path.write_bytes(b"x" * 1000)
-    with CacheDir.open(cache, create=False) as root, _child(root, "wheels") as wheels, _child(root, "locks") as locks:
-        with locks.lock(f"{'b' * 64}.lock", 1):  # a download of b is running
-            assert fetch.sweep_stale_parts(wheels, locks) == 1
+    with (
+        CacheDir.open(cache, create=False) as root,
+        _child(root, "wheels") as wheels,
+        _child(root, "locks") as locks,
+        locks.lock(f"{'b' * 64}.lock", 1),  # a download of b is running
+    ):
+        assert fetch.sweep_stale_parts(wheels, locks) == 1
     assert not stale.exists() and not stale.parent.exists()
     assert live.exists()
 

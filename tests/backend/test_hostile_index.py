@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from .hostile_index import (
     json_page,
     make_wheel,
     response,
+    run_hook,
     sha256,
 )
 
@@ -35,10 +34,6 @@ INDEX_TIMEOUT = 2.0
 RETRIES = 1
 # two attempts of at most INDEX_TIMEOUT each, one back-off, interpreter start-up and detection
 DEADLINE = 2 * INDEX_TIMEOUT + 0.25 + 6.0
-HOOK = (
-    "import json, sys; from selector_backend.install import backend; "
-    "print(json.dumps(backend.get_requires_for_build_wheel(json.loads(sys.argv[1]))))"
-)
 
 
 class Outcome:
@@ -96,16 +91,7 @@ def hook(tmp_path: Path, index: HostileIndex):  # type: ignore[no-untyped-def]
             **settings,
         }
         env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "no-config"), PYTHONPATH=str(REPO))
-        start = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, "-c", HOOK, json.dumps(config)],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        return Outcome(proc, time.monotonic() - start, cache)
+        return Outcome(*run_hook(config, env, timeout=120), cache)
 
     return run
 

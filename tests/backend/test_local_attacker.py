@@ -11,10 +11,8 @@ the directory, and nothing outside the cache directory is deleted or written.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,13 +20,9 @@ from pathlib import Path
 import pytest
 
 from .backend_helpers import REPO, clean_env
-from .hostile_index import HostileIndex, hostile_index, make_wheel, sha256
+from .hostile_index import HostileIndex, hostile_index, make_wheel, run_hook, sha256
 from .local_user import LocalUser, as_user, holding_as_user, second_user, shared_area, snapshot
 
-HOOK = (
-    "import json, sys; from selector_backend.install import backend; "
-    "print(json.dumps(backend.get_requires_for_build_wheel(json.loads(sys.argv[1]))))"
-)
 TIMEOUT = 5.0
 WITHIN = 25.0  # interpreter start-up, detection, one download; a hung install is killed at 60 s
 
@@ -66,16 +60,7 @@ def install(index: HostileIndex, cache: Path, home: Path) -> Install:
         HVD_SELECTOR_CACHE_DIR=str(cache),
         PYTHONPATH=str(REPO),
     )
-    start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-c", HOOK, json.dumps(config)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return Install(proc, time.monotonic() - start)
+    return Install(*run_hook(config, env, timeout=60))
 
 
 @pytest.fixture(scope="module")

@@ -138,9 +138,10 @@ def test_cache_clean_leaves_a_wheel_being_downloaded(cli: Cli, tmp_path: Path) -
     cache = populated(tmp_path, cli)
     root = CacheDir.open(cache, create=False)
     assert root is not None
-    with root, root.child("locks", create=False) as locks:  # type: ignore[union-attr]
-        with locks.lock(f"{DIGEST}.lock", 1):
-            result = cli("cache", "clean", "wheels", env={"HVD_SELECTOR_CACHE_DIR": str(cache)})
+    locks = root.child("locks", create=False)
+    assert locks is not None
+    with root, locks, locks.lock(f"{DIGEST}.lock", 1):
+        result = cli("cache", "clean", "wheels", env={"HVD_SELECTOR_CACHE_DIR": str(cache)})
     assert result.rc == 0, result
     assert f"left {cache / 'wheels' / DIGEST} (in use)" in result.out
     assert (cache / "wheels" / DIGEST / "blob.bin").read_bytes() == BLOB
