@@ -389,22 +389,12 @@ class CacheDir:
     @contextlib.contextmanager
     def lock(self, name: str, wait_s: float) -> Iterator[None]:
         """Hold the lock ``name`` (an exclusive ``flock``), waiting at most ``wait_s`` for it."""
-        import fcntl
-
         end = time.monotonic() + wait_s
-        pause = 0.02
         while True:
             fd = self._lock_file(name)
             try:
-                while True:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        break
-                    except BlockingIOError:
-                        if time.monotonic() >= end:
-                            raise self._timeout(name, fd, wait_s) from None
-                        time.sleep(pause)
-                        pause = min(pause * 2, 0.5)
+                if not flock_until(fd, end):
+                    raise self._timeout(name, fd, wait_s)
                 now = self.lstat(name)
                 held = os.fstat(fd)
                 if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
@@ -435,12 +425,33 @@ class CacheDir:
             os.close(fd)
 
     def _timeout(self, name: str, fd: int, wait_s: float) -> CacheLockTimeout:
-        holder = _flock_holder(os.fstat(fd))
-        who = f"process {holder}" if holder else "another process"
         return CacheLockTimeout(
-            f"waited {wait_s:g} s for the cache lock {self.path / name}, held by {who} of yours using the same "
-            "file; let it finish (or stop it) and try again"
+            f"waited {wait_s:g} s for the cache lock {self.path / name}, held by {lock_holder(fd)} of yours "
+            "using the same file; let it finish (or stop it) and try again"
         )
+
+
+def flock_until(fd: int, end: float) -> bool:
+    """Take an exclusive ``flock`` on ``fd``, trying until ``time.monotonic()`` reaches ``end``;
+    False when it stayed held (a blocking flock has no timeout: polling gives one)."""
+    import fcntl
+
+    pause = 0.02
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= end:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+
+def lock_holder(fd: int) -> str:
+    """Who holds the flock on ``fd``'s file, for a message: "process 123" (Linux), else "another process"."""
+    holder = _flock_holder(os.fstat(fd))
+    return f"process {holder}" if holder else "another process"
 
 
 def _flock_holder(info: os.stat_result) -> int | None:

@@ -393,19 +393,23 @@ def sha256_of(path: Path) -> str:
         return _sha256_of_handle(handle)
 
 
+PUBLISH_LOCK_WAIT = 600.0
+
+
 @contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock between processes (fcntl), released on exit: for a directory the caller
-    owns (a published index). The cache's locks are ``private_cache.CacheDir.lock``'s."""
-    import fcntl
+def file_lock(path: Path, wait_s: float = PUBLISH_LOCK_WAIT) -> Iterator[None]:
+    """An exclusive lock between processes (fcntl) on ``path``, waited for at most ``wait_s``: for a
+    directory the caller owns (a published index). The cache's locks are ``CacheDir.lock``'s."""
+    from selector_backend.files.private_cache import flock_until, lock_holder
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        if not flock_until(handle.fileno(), time.monotonic() + wait_s):
+            raise ExternalError(
+                f"waited {wait_s:g} s for the lock {path}, held by {lock_holder(handle.fileno())}; "
+                "let it finish (or stop it) and try again"
+            )
+        yield  # closing the file releases the lock
 
 
 WHEELS_DIRECTORY = "wheels"  # wheels/<sha256>/<file name>: verified files
