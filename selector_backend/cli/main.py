@@ -32,6 +32,8 @@ COMMAND_MODULES = (
     "spack",
     "horovod_env",
     "cmake_config",
+    "config",
+    "cache",
 )
 
 PROG = "hvd-selector"

@@ -9,12 +9,14 @@ reproducing a user's report).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from selector_backend.errors import InputError
+from selector_backend.files import safeparse
+
+MAX_BYTES = 16 << 20  # a recording of a few GPUs is a few hundred bytes
 
 
 class ReplayNvmlError(Exception):
@@ -28,10 +30,9 @@ class ReplayNvml:
 
     @classmethod
     def from_file(cls, path: Path) -> ReplayNvml:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"HVD_SELECTOR_NVML_REPLAY={path}: cannot read the recording ({exc})") from None
+        """The recording in ``path``: a regular file of at most ``MAX_BYTES`` (``safeparse.read_json``);
+        anything else is an InputError, which detection passes on (never a note)."""
+        data = safeparse.read_json(path, "NVML recording (HVD_SELECTOR_NVML_REPLAY)", MAX_BYTES)
         if not isinstance(data, dict):
             raise InputError(f"HVD_SELECTOR_NVML_REPLAY={path}: a recording is a JSON object")
         return cls(data)

@@ -16,8 +16,9 @@ from selector_backend.files import safeparse
 
 
 def load_host_profile(path: Path) -> HostProfile:
-    """Read a HostProfile JSON file; any problem is a one-line InputError."""
-    data = safeparse.loads(safeparse.read_text(path, "host profile"), f"{path}: host profile")
+    """Read a HostProfile JSON file (a regular file, bounded: ``safeparse.read_json``); any problem is a
+    one-line InputError."""
+    data = safeparse.read_json(path, "host profile")
     return with_interpreter_defaults(HostProfile.from_json(data, source=str(path)))
 
 

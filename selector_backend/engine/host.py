@@ -171,7 +171,9 @@ class _ProfileReader:
             raise self.fail(f"{where} must be a JSON object")
         for key in value:
             if key not in allowed:
-                raise self.fail(f"unknown key {where}.{key}{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}")
+                shown = key if key.isprintable() else repr(key)  # one line, whatever the file holds
+                hint = did_you_mean(key, allowed)
+                raise self.fail(f"unknown key {where}.{shown}{hint}; allowed: {', '.join(allowed)}")
         return value
 
     def text(self, value: Any, where: str) -> str | None:

@@ -65,31 +65,67 @@ def load_toml(path: Path) -> TomlDocument:
     return TomlDocument(path, text, _parse(path, text))
 
 
+MEMO_DIRECTORY = "catalog-memos"
+#: Memos kept (one per catalog file: each virtual environment or checkout has its own); the oldest go first.
+MEMO_KEEP = 16
+_MEMO_NAME = re.compile(r"toml-[A-Za-z0-9_]+\.json")
+
+
+def is_memo(name: str) -> bool:
+    """A memo's file name (in ``MEMO_DIRECTORY``; earlier releases kept them at the top of the cache)."""
+    return _MEMO_NAME.fullmatch(name) is not None
+
+
 def load_toml_remembered(path: Path) -> TomlDocument:
     """``load_toml`` for a file read on every start (the catalog).
 
-    The parsed data is kept as JSON in the user's cache beside the exact text it
-    came from; while the file's text is unchanged the JSON is used and the TOML
-    parser is never imported (a cold ``resolve`` is mostly imports). The copy is
-    trusted only when the user owns it and nobody else can write it.
+    The parsed data is kept as JSON in the cache directory of this process's
+    settings (``catalog-memos/``; a process that loaded none keeps nothing)
+    beside the exact text it came from; while the file's text is unchanged the
+    JSON is used and the TOML parser is never imported (a cold ``resolve`` is
+    mostly imports). The copy is read only through ``private_cache`` (this
+    user's own, nobody else can write it); the newest ``MEMO_KEEP`` are kept.
     """
-    text = read_text(path, "the TOML file")
-    from selector_backend.files.private_cache import default_cache_dir, read_trusted
+    from selector_backend.files.private_cache import active_cache_dir, open_optional
 
-    memo = default_cache_dir() / ("toml-" + re.sub(r"[^A-Za-z0-9]+", "_", str(path.resolve()))[-120:] + ".json")
-    try:
-        raw = read_trusted(memo)
-        if raw is not None:
-            kept = json.loads(raw.decode("utf-8"))
+    text = read_text(path, "the TOML file")
+    name = "toml-" + re.sub(r"[^A-Za-z0-9]+", "_", str(path.resolve()))[-120:] + ".json"
+    memos = open_optional(active_cache_dir(), MEMO_DIRECTORY, create=False)
+    if memos is not None:
+        with memos:
+            raw = memos.read(name)
+        try:
+            kept = json.loads(raw.decode("utf-8")) if raw is not None else None
             if isinstance(kept, dict) and kept.get("text") == text and isinstance(kept.get("data"), dict):
                 return TomlDocument(path, text, kept["data"])
-    except (OSError, ValueError, RecursionError):
-        pass
+        except (ValueError, RecursionError):
+            pass
     data = _parse(path, text)
     try:
-        from selector_backend.files.atomic import atomic_write_text
-
-        atomic_write_text(memo, json.dumps({"text": text, "data": data}))
-    except (OSError, TypeError, ValueError):  # read-only cache, or data JSON cannot hold (dates): parse each time
-        pass
+        memo = json.dumps({"text": text, "data": data}).encode()
+    except (TypeError, ValueError):  # data JSON cannot hold (dates): parse each time
+        return TomlDocument(path, text, data)
+    _remember(name, memo)
     return TomlDocument(path, text, data)
+
+
+def _remember(name: str, memo: bytes) -> None:
+    """Store a memo and prune the old ones (and those earlier releases left at the top of the cache)."""
+    from selector_backend.files.private_cache import active_cache_dir, open_optional
+
+    root = open_optional(active_cache_dir(), create=True)
+    if root is None:
+        return
+    with root:
+        try:
+            memos = root.child(MEMO_DIRECTORY, create=True)
+        except (OSError, InputError):
+            return
+        assert memos is not None
+        with memos:
+            try:
+                memos.write(name, memo)
+                memos.prune(is_memo, keep=MEMO_KEEP)
+            except OSError:
+                return
+        root.prune(is_memo, keep=0)

@@ -341,6 +341,8 @@ def _installed_variant() -> Any:
 
 
 def _fetch_prebuilt(plan: Plan) -> Path:
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.install.build import verify_wheel_variant
     from selector_backend.install.fetch import cached_download
 
     settings = plan.settings
@@ -351,6 +353,7 @@ def _fetch_prebuilt(plan: Plan) -> Path:
         extra["filename"],
         settings.cache_dir,
         deadline=settings.download_timeout,
+        check=lambda wheel: verify_wheel_variant(wheel, plan.variant, load_catalog()),  # a refused wheel is not kept
         **settings.fetch_options(),
     )
 

@@ -32,11 +32,12 @@ import os
 import stat
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from selector_backend.errors import ExternalError, InputError, IntegrityError
+from selector_backend.files.private_cache import CacheDir
 
 if TYPE_CHECKING:  # the HTTP client is imported where a request is made: a file:// index never loads it
     import http.client
@@ -295,14 +296,9 @@ def _read_bounded(
 
 def _read_local(path: Path, out: IO[bytes], url: str, max_bytes: int) -> None:
     """A local file, refusing anything that is not a regular file (a FIFO would hang, a device never end)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise ExternalError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ExternalError(f"{path}: not a regular file; refusing to read it")
-    with open(fd, "rb") as handle:
+    from selector_backend.files.safeparse import open_regular
+
+    with open(open_regular(path, "the file", ExternalError), "rb") as handle:
         try:
             _read_bounded(handle, out, url, max_bytes)
         except OSError as exc:
@@ -385,29 +381,44 @@ def hashlib_sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sha256_of(path: Path) -> str:
+def _sha256_of_handle(handle: IO[bytes]) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+    for block in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(block)
     return digest.hexdigest()
 
 
+def sha256_of(path: Path) -> str:
+    with path.open("rb") as handle:
+        return _sha256_of_handle(handle)
+
+
+PUBLISH_LOCK_WAIT = 600.0
+
+
 @contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock between processes (fcntl), released on exit."""
-    import fcntl
+def file_lock(path: Path, wait_s: float = PUBLISH_LOCK_WAIT) -> Iterator[None]:
+    """An exclusive lock between processes (fcntl) on ``path``, waited for at most ``wait_s``: for a
+    directory the caller owns (a published index). The cache's locks are ``CacheDir.lock``'s."""
+    from selector_backend.files.private_cache import flock_until, lock_holder
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        if not flock_until(handle.fileno(), time.monotonic() + wait_s):
+            raise ExternalError(
+                f"waited {wait_s:g} s for the lock {path}, held by {lock_holder(handle.fileno())}; "
+                "let it finish (or stop it) and try again"
+            )
+        yield  # closing the file releases the lock
 
 
+WHEELS_DIRECTORY = "wheels"  # wheels/<sha256>/<file name>: verified files
+LOCKS_DIRECTORY = "locks"  # locks/<sha256>.lock: one per file, held while it is fetched
 PART_PREFIX, PART_SUFFIX = ".download-", ".part"
+
+
+def is_sha256(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
 def _cache_error(cache_dir: Path, exc: OSError) -> InputError:
@@ -417,31 +428,41 @@ def _cache_error(cache_dir: Path, exc: OSError) -> InputError:
     )
 
 
-def sweep_stale_parts(cache_dir: Path) -> int:
-    """Remove the temporary files of killed downloads; each under its file's lock, never a live one."""
-    import fcntl
+def open_cache(cache_dir: Path) -> CacheDir:
+    """The cache directory, made if absent and checked (``private_cache``); one line when it cannot be used."""
+    try:
+        root = CacheDir.open(cache_dir, create=True)
+    except OSError as exc:
+        raise _cache_error(cache_dir, exc) from None
+    assert root is not None
+    return root
 
+
+def _is_part(name: str) -> bool:
+    return name.startswith(PART_PREFIX) and name.endswith(PART_SUFFIX)
+
+
+def sweep_stale_parts(wheels: CacheDir, locks: CacheDir) -> int:
+    """Remove the temporary files of killed downloads; each under its file's lock, never a live one."""
     removed = 0
-    wheels = cache_dir / "wheels"
-    for directory in wheels.glob("*") if wheels.is_dir() else ():
-        parts = list(directory.glob(f"{PART_PREFIX}*{PART_SUFFIX}"))
-        if not parts:
+    for name, info in wheels.entries():
+        if not stat.S_ISDIR(info.st_mode) or not is_sha256(name):
             continue
-        lock = cache_dir / "locks" / f"{directory.name}.lock"
         try:
-            with lock.open("a+") as handle:
-                try:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue  # a download of this file is running now
-                for part in parts:
-                    with contextlib.suppress(FileNotFoundError):
-                        part.unlink()
-                        removed += 1
-                with contextlib.suppress(OSError):
-                    directory.rmdir()
-        except OSError:
+            directory = wheels.child(name, create=False)
+        except (OSError, InputError):
             continue
+        if directory is None:
+            continue
+        with directory:
+            parts = [part for part, _ in directory.entries() if _is_part(part)]
+            if not parts:
+                continue
+            with locks.try_lock(f"{name}.lock") as free:
+                if not free:
+                    continue  # a download of this file is running now
+                removed += sum(directory.remove(part) for part in parts)
+                wheels.remove(name)  # only when empty
     return removed
 
 
@@ -456,85 +477,106 @@ def cached_download(
     timeout: float = DEFAULT_TIMEOUT,
     deadline: float = DEFAULT_DOWNLOAD_TIMEOUT,
     retries: int = DEFAULT_RETRIES,
+    check: Callable[[Path], None] | None = None,
+    lock_wait: float | None = None,
 ) -> Path:
     """The verified file for (url, sha256): from the cache, or downloaded, verified and then cached.
 
     Only a file whose sha256 matches ever appears at the cache path; a wheel
-    must also be a safe archive (``wheelcheck``) before it is cached.
+    must also be a safe archive (``wheelcheck``) and pass ``check`` (the
+    caller's own test, e.g. its variant.json) before it is cached. A cached
+    file that ``check`` refuses is removed: nothing refused stays. Another
+    install fetching the same file is waited for at most ``lock_wait`` seconds
+    (default: as long as that install's download may take, every retry included).
     """
     if not isinstance(sha256, str) or not isinstance(filename, str):
         raise InputError(f"{shown(url)}: the index gives no valid sha256 or file name; refusing to download")
     sha256 = sha256.lower()
-    if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+    if not is_sha256(sha256):
         raise InputError(f"{shown(url)}: index gives no valid sha256 ({sha256!r}); refusing to download")
     if "/" in filename or "\\" in filename or "\0" in filename or filename.startswith(".") or not filename:
         raise InputError(f"{shown(url)}: unsafe file name {filename!r}")
-    final = cache_dir / "wheels" / sha256 / filename
-    with contextlib.ExitStack() as stack:
+    if lock_wait is None:
+        lock_wait = deadline * (retries + 1) + 4.0 * retries  # the holder's attempts and back-offs
+
+    def download(out: IO[bytes]) -> None:
+        fetch_to(url, out, max_bytes=max_bytes, timeout=timeout, deadline=deadline, retries=retries, offline=offline)
+
+    with open_cache(cache_dir) as root, contextlib.ExitStack() as stack:
         try:
-            sweep_stale_parts(cache_dir)
-            stack.enter_context(file_lock(cache_dir / "locks" / f"{sha256}.lock"))
+            locks = stack.enter_context(_child(root, LOCKS_DIRECTORY, private=True))
+            wheels = stack.enter_context(_child(root, WHEELS_DIRECTORY))
+            sweep_stale_parts(wheels, locks)
+            stack.enter_context(locks.lock(f"{sha256}.lock", lock_wait))
+            with _child(wheels, sha256) as directory:
+                try:
+                    return _cached_locked(url, sha256, filename, directory, check, download)
+                finally:
+                    wheels.remove(sha256)  # only succeeds when empty (a failed first download)
         except OSError as exc:
             raise _cache_error(cache_dir, exc) from None
-        return _download_locked(url, sha256, final, cache_dir, offline, max_bytes, timeout, deadline, retries)
 
 
-def _download_locked(
+def _child(parent: CacheDir, name: str, private: bool = False) -> CacheDir:
+    child = parent.child(name, create=True, private=private)
+    assert child is not None
+    return child
+
+
+def _cached_locked(
     url: str,
     sha256: str,
-    final: Path,
-    cache_dir: Path,
-    offline: bool,
-    max_bytes: int,
-    timeout: float,
-    deadline: float,
-    retries: int,
+    filename: str,
+    directory: CacheDir,
+    check: Callable[[Path], None] | None,
+    download: Callable[[IO[bytes]], None],
 ) -> Path:
-    try:
-        if final.is_file():
-            if sha256_of(final) == sha256:
-                return final
-            final.unlink()  # a corrupted cache entry (disk error, tampering): fetch again
-        for stale in final.parent.glob(f"{PART_PREFIX}*{PART_SUFFIX}") if final.parent.is_dir() else ():
-            stale.unlink(missing_ok=True)  # a killed download of this very file (we hold its lock)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        import tempfile
-
-        fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=PART_PREFIX, suffix=PART_SUFFIX)
-    except OSError as exc:
-        raise _cache_error(cache_dir, exc) from None
-    tmp = Path(tmp_name)
+    """The file from ``directory`` (``wheels/<sha256>/``, its lock held) if it is there and good,
+    else downloaded into a temporary file there, verified, checked and renamed into place."""
+    fd = directory.open_file(filename)
+    if fd is not None:
+        with os.fdopen(fd, "rb") as handle:
+            good = _sha256_of_handle(handle) == sha256
+        if good:
+            _check(directory, filename, check)
+            return directory.path / filename
+    directory.remove(filename)  # corrupted (disk error, tampering), or not a file of ours: fetch again
+    for stale, _ in directory.entries():
+        if _is_part(stale):
+            directory.remove(stale)  # a killed download of this very file (we hold its lock)
+    fd, part = directory.new_file(PART_PREFIX, PART_SUFFIX)
     try:
         with os.fdopen(fd, "w+b") as handle:
-            fetch_to(
-                url,
-                handle,
-                max_bytes=max_bytes,
-                timeout=timeout,
-                deadline=deadline,
-                retries=retries,
-                offline=offline,
-            )
+            download(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        actual = sha256_of(tmp)
+            handle.seek(0)
+            actual = _sha256_of_handle(handle)
         if actual != sha256:
             raise IntegrityError(
                 f"sha256 mismatch for {shown(url)}: the index says {sha256}, the file is {actual}; "
                 "refusing it (nothing was installed or cached)"
             )
-        if final.name.endswith(".whl"):
+        if filename.endswith(".whl"):
             from selector_backend.install.wheelcheck import check_wheel
 
-            check_wheel(tmp, final.name)
-        os.replace(tmp, final)
-    except OSError as exc:
-        raise _cache_error(cache_dir, exc) from None
+            check_wheel(directory.path / part, filename)
+        _check(directory, part, check)
+        directory.rename(part, filename)
     finally:
-        tmp.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            final.parent.rmdir()  # only succeeds when empty (a failed first download)
-    return final
+        directory.remove(part)  # gone already when it was renamed into place
+    return directory.path / filename
+
+
+def _check(directory: CacheDir, name: str, check: Callable[[Path], None] | None) -> None:
+    """Run the caller's ``check`` on a file of the cache; a file it refuses is removed."""
+    if check is None:
+        return
+    try:
+        check(directory.path / name)
+    except BaseException:
+        directory.remove(name)
+        raise
 
 
 def copy_verified(source: Path, sha256: str, dest: Path) -> Path:

@@ -15,12 +15,15 @@ Safety:
 - A result is stored only when the page pins every variants file it used by
   sha256 (so the page's bytes decide theirs) and no wheel was skipped with a
   warning (a load could not repeat the warning).
-- The file is the user's own (``private_cache.read_trusted``), written atomically,
-  and read with ``marshal``: local data only, never anything from the network,
-  and a file that fails to load or names another key is a miss, then
-  rewritten.
+- The file is reached through ``private_cache``: ``index-pages/`` and the
+  cache directory must be the user's own, writable by nobody else and not
+  links (else nothing is read or kept there), the file too; it is written
+  atomically and read with ``marshal``: local data only, never anything from
+  the network, and a file that fails to load or names another key is a miss,
+  then rewritten.
 - Only the newest ``KEEP`` pages are kept; a temporary file a killed writer
-  left behind is removed by the next store.
+  left behind is removed by the next store. Pruning removes page files by
+  their exact name only, never through a link.
 """
 
 from __future__ import annotations
@@ -29,13 +32,12 @@ import hashlib
 import json
 import marshal
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from selector_backend.engine.variant import Variant
-from selector_backend.files.private_cache import read_trusted
+from selector_backend.files.private_cache import open_optional
 
 if TYPE_CHECKING:
     from selector_backend.engine.catalog import Catalog
@@ -43,7 +45,6 @@ if TYPE_CHECKING:
 
 FORMAT = 1  # bump when what is stored, or what read_index_groups makes of a page, changes
 KEEP = 8
-ABANDONED_S = 600.0
 DIRECTORY = "index-pages"
 
 
@@ -66,8 +67,13 @@ def page_key(page_url: str, kind: str, catalog: Catalog, allowed_origins: Sequen
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
-def _path(cache_dir: Path, key: str) -> Path:
-    return cache_dir / DIRECTORY / f"{key[:32]}.marshal"
+def _name(key: str) -> str:
+    return f"{key[:32]}.marshal"
+
+
+def is_page(name: str) -> bool:
+    """A kept page's file name: 32 hex digits and ``.marshal`` (pruning removes nothing else)."""
+    return len(name) == 40 and name.endswith(".marshal") and all(c in "0123456789abcdef" for c in name[:32])
 
 
 def load(cache_dir: Path, key: str, body: bytes) -> list[IndexGroup] | None:
@@ -75,7 +81,11 @@ def load(cache_dir: Path, key: str, body: bytes) -> list[IndexGroup] | None:
     not the user's own, unreadable)."""
     from selector_backend.install.variant_index import IndexGroup
 
-    raw = read_trusted(_path(cache_dir, key))
+    pages = open_optional(cache_dir, DIRECTORY, create=False)
+    if pages is None:
+        return None
+    with pages:
+        raw = pages.read(_name(key))
     if raw is None:
         return None
     try:
@@ -91,36 +101,22 @@ def load(cache_dir: Path, key: str, body: bytes) -> list[IndexGroup] | None:
 def store(cache_dir: Path, key: str, body: bytes, groups: Sequence[IndexGroup]) -> None:
     """Keep ``groups`` as what the page ``body`` holds; a cache that cannot be written only costs the
     next read a parse."""
-    from selector_backend.files.atomic import atomic_write_bytes
-
     rows = [(g.version, g.label, g.variant.pairs(), g.files) for g in groups]
-    path = _path(cache_dir, key)
-    try:
-        atomic_write_bytes(path, marshal.dumps((key, body, rows)), durable=False)  # a torn file loads as a miss
-        _prune(path.parent)
-    except (OSError, ValueError):
+    pages = open_optional(cache_dir, DIRECTORY, create=True)
+    if pages is None:
         return
-
-
-def _prune(directory: Path) -> None:
-    """All but the newest ``KEEP`` pages go, and so do temporary files a killed writer left
-    (older than ``ABANDONED_S``: a younger one may be another process's write in flight).
-    Best effort: another process may be pruning too."""
-    now = time.time()
-    aged: list[tuple[float, Path]] = []
-    for item in directory.glob("*"):
+    with pages:
         try:
-            mtime = item.stat().st_mtime
-        except OSError:
-            continue
-        if item.suffix == ".marshal":
-            aged.append((mtime, item))
-        elif item.name.startswith(".") and item.suffix == ".tmp" and now - mtime > ABANDONED_S:
-            item.unlink(missing_ok=True)
-    for _, old in sorted(aged, reverse=True)[KEEP:]:
-        old.unlink(missing_ok=True)
+            pages.write(_name(key), marshal.dumps((key, body, rows)))  # a torn file loads as a miss
+            pages.prune(is_page, keep=KEEP)  # another process may be pruning too: best effort
+        except (OSError, ValueError):
+            return
 
 
 def entries(cache_dir: Path) -> list[Path]:
     """The stored pages, in name order."""
-    return sorted((cache_dir / DIRECTORY).glob("*.marshal"))
+    pages = open_optional(cache_dir, DIRECTORY, create=False)
+    if pages is None:
+        return []
+    with pages:
+        return [pages.path / name for name, _ in pages.entries() if is_page(name)]

@@ -17,6 +17,12 @@ A plan older than ``MAX_AGE_S`` is never reused (a later install from the same
 checkout decides afresh), and a plan that fails to read is recomputed, never
 trusted. Only the decision travels: the prebuilt wheel is still verified
 against its sha256 when it is fetched and copied.
+
+The plans live in ``<cache-dir>/plans/``, reached through ``private_cache``:
+a cache directory or ``plans/`` that is another user's, writable by others or
+a link stops the install with one line naming it (the download that follows
+would stop there anyway), while one that cannot be made only costs the other
+hooks a re-decision. Pruning removes only plan files by their exact name.
 """
 
 from __future__ import annotations
@@ -25,12 +31,11 @@ import hashlib
 import json
 import os
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from selector_backend.files.private_cache import read_trusted
+from selector_backend.files.private_cache import CacheDir
 
 MAX_AGE_S = 600.0
 #: Variables outside HVD_SELECTOR_* that change what detection finds.
@@ -48,11 +53,16 @@ DETECTION_ENV = (
 
 
 def _file_digest(path: Path | str | None) -> str | None:
+    """The digest of a file the decision reads, by the reader that reads it (a FIFO or a device is
+    "unreadable" here and an error where the file is read)."""
+    from selector_backend.errors import InputError
+    from selector_backend.files.safeparse import read_bytes
+
     if path is None:
         return None
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
+        return hashlib.sha256(read_bytes(path, "file")).hexdigest()
+    except InputError:
         return "unreadable"
 
 
@@ -81,18 +91,43 @@ def plan_key(
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def _path(cache_dir: Path, key: str) -> Path:
-    return cache_dir / "plans" / f"{key[:32]}.json"
+DIRECTORY = "plans"
+
+
+def _name(key: str) -> str:
+    return f"{key[:32]}.json"
+
+
+def is_plan(name: str) -> bool:
+    """A plan's file name: 32 hex digits and ``.json`` (pruning removes nothing else)."""
+    return len(name) == 37 and name.endswith(".json") and all(c in "0123456789abcdef" for c in name[:32])
+
+
+def _plans(cache_dir: Path, create: bool) -> CacheDir | None:
+    """``plans/`` of the cache, checked; None where it is absent or cannot be made (an untrusted
+    directory is an UntrustedCacheError: see the module docstring)."""
+    try:
+        root = CacheDir.open(cache_dir, create=create)
+        if root is None:
+            return None
+        with root:
+            return root.child(DIRECTORY, create=create)
+    except OSError:
+        return None
 
 
 def load(cache_dir: Path, key: str) -> dict[str, Any] | None:
     """The stored plan for ``key``, or None (absent, stale, for another key or unreadable)."""
-    raw = read_trusted(_path(cache_dir, key), MAX_AGE_S)  # someone else's, or writable by others: decide afresh
+    plans = _plans(cache_dir, create=False)
+    if plans is None:
+        return None
+    with plans:
+        raw = plans.read(_name(key), MAX_AGE_S)  # someone else's, or writable by others: decide afresh
     if raw is None:
         return None
     try:
         data = json.loads(raw.decode("utf-8"))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("plan"), dict):
         return None
@@ -101,25 +136,15 @@ def load(cache_dir: Path, key: str) -> dict[str, Any] | None:
 
 def store(cache_dir: Path, key: str, plan: Mapping[str, Any]) -> None:
     """Keep ``plan`` for the other hooks of this install; failing to write only costs a re-decision."""
-    from selector_backend.files.atomic import atomic_write_text
-
-    path = _path(cache_dir, key)
-    try:
-        atomic_write_text(path, json.dumps({"key": key, "plan": dict(plan)}))
-        _prune(path.parent)
-    except OSError:
+    plans = _plans(cache_dir, create=True)
+    if plans is None:
         return
-
-
-def _prune(directory: Path) -> None:
-    """Plans past their age are dead weight: remove them (best effort)."""
-    now = time.time()
-    for old in directory.glob("*.json"):
+    with plans:
         try:
-            if now - old.stat().st_mtime > MAX_AGE_S:
-                old.unlink()
+            plans.write(_name(key), json.dumps({"key": key, "plan": dict(plan)}).encode())
+            plans.prune(is_plan, max_age_s=MAX_AGE_S)  # past their age they are dead weight
         except OSError:
-            continue
+            return
 
 
 def trace(event: str, **fields: Any) -> None:

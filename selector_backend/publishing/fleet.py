@@ -25,7 +25,6 @@ Every assignment is then confirmed by running the real pipeline
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ from selector_backend.engine.policy import Selector
 from selector_backend.engine.select import Sources, select_with
 from selector_backend.engine.variant import Variant, format_variant, variant_label
 from selector_backend.errors import InputError, NothingFitsError
+from selector_backend.files import safeparse
 
 MODES = ("exact", "matrix")
 
@@ -56,12 +56,7 @@ def runs_on(variant: Variant, catalog: Catalog, host: HostProfile, selector: Sel
 # ------------------------------------------------------------------ fleet input
 def load_fleet(path: Path) -> list[tuple[str, HostProfile]]:
     """A fleet file: a JSON list of HostProfile objects, or an object name -> HostProfile."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    except ValueError as exc:
-        raise InputError(f"{path}: not JSON ({exc})") from None
+    data = safeparse.read_json(path, "fleet file")
     if isinstance(data, list):
         items = [(f"host-{i}", item) for i, item in enumerate(data)]
     elif isinstance(data, dict):
@@ -229,14 +224,12 @@ def make_plan(
 
 def load_plan_variants(path: Path, catalog: Catalog) -> list[Variant]:
     """The variants of a plan file written by ``hvd-selector plan --json``."""
+    data = safeparse.read_json(path, "plan file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
         items = data["variants"]
         if not isinstance(items, list):
             raise TypeError("'variants' is not a list")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    except (ValueError, KeyError, TypeError) as exc:
+    except (KeyError, TypeError) as exc:
         raise InputError(f"{path}: not a plan file from `hvd-selector plan --json` ({exc})") from None
     out = []
     for i, item in enumerate(items):

@@ -61,13 +61,10 @@ def documented_options() -> list[Documented]:
 
 def default_text(option: model.Option) -> str:
     """The default as the docs show it."""
-    default = option.default
+    from selector_backend.settings.show import value_text
+
     if option.default_text is not None:
         return option.default_text
-    if default is None:
-        return "detected" if option.host_fact else "unset"
-    if isinstance(default, bool):
-        return "true" if default else "false"
-    if isinstance(default, tuple):
-        return ", ".join(default) or "none"
-    return str(default)
+    if option.default is None and option.host_fact:
+        return "detected"
+    return value_text(option, option.default)

@@ -62,7 +62,7 @@ class Settings(NamedTuple):
     build_policy: t.BuildPolicy = "prefer-prebuilt"
     """prefer-prebuilt, always-build (source build always) or never-build (fail instead of building)"""
     cache_dir: t.CacheDir = Path()  # replaced by its computed default when settings are loaded
-    """download cache, install-plan memo and parsed index pages"""
+    """wheels, install plans, parsed index pages and catalog memos; yours alone (see hvd-selector cache)"""
     index_timeout: t.Seconds = 30.0
     """seconds one index page request may take in all (connect to last byte) before it is retried"""
     download_timeout: t.Seconds = 600.0

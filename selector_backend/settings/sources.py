@@ -118,7 +118,12 @@ def load_settings(
             values[option.name] = option.compute(env)
     host = HostFacts(**{o.attr: values[o.name] for o in OPTIONS if o.host_fact and o.name in values})
     top = {o.attr: values[o.name] for o in OPTIONS if not o.host_fact and o.name in values}
-    return Settings(**top, host=host, origins=MappingProxyType(origins))
+    settings = Settings(**top, host=host, origins=MappingProxyType(origins))
+    if environ is None:  # this process's own settings: the catalog memo goes to their cache directory
+        from selector_backend.files.private_cache import use_cache_dir
+
+        use_cache_dir(settings.cache_dir)
+    return settings
 
 
 def env_setting(name: str, environ: Mapping[str, str] | None = None) -> Any:

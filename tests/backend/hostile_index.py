@@ -13,14 +13,18 @@ import hashlib
 import io
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 Route = bytes | Callable[[socket.socket], None]
+REPO = Path(__file__).resolve().parents[2]
 PROJECT = "hvd-selector"
 VERSION = "0.1.0"
 VARIANT = "target=x86_64 tensor_ops=gloo controllers=gloo"
@@ -157,6 +161,29 @@ def make_wheel(extra: dict[str, bytes] | None = None, *, variant_json: bytes | N
             archive.writestr(member, data)
         archive.writestr(f"{dist}/RECORD", records)
     return buffer.getvalue()
+
+
+HOOK = (
+    "import json, sys; from selector_backend.install import backend; "
+    "print(json.dumps(backend.get_requires_for_build_wheel(json.loads(sys.argv[1]))))"
+)
+
+
+def run_hook(
+    config: dict[str, str], env: dict[str, str], timeout: float
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``get_requires_for_build_wheel`` (the install's decision and download) in a fresh process from
+    the checkout, as pip runs it: (the finished process, seconds it took)."""
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", HOOK, json.dumps(config)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return proc, time.monotonic() - start
 
 
 @contextmanager

@@ -1,15 +1,21 @@
-"""Issue 12 at the fetch layer: local files that are not files, stale partial downloads, lying zips."""
+"""Issues 12 and 27 at the fetch layer: local files that are not files, stale partial downloads, lying
+zips, the cache's locks and links, refused files."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import io
 import os
+import stat
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from selector_backend.errors import ExternalError, InputError, IntegrityError
+from selector_backend.files.private_cache import CacheDir, CacheLockTimeout, UntrustedCacheError
 from selector_backend.install import fetch, wheelcheck
 
 
@@ -61,10 +67,130 @@ def test_stale_part_files_are_swept_but_live_ones_kept(tmp_path: Path) -> None:
     for path in (stale, live):
         path.parent.mkdir(parents=True)
         path.write_bytes(b"x" * 1000)
-    with fetch.file_lock(cache / "locks" / f"{'b' * 64}.lock"):  # a download of b is running
-        assert fetch.sweep_stale_parts(cache) == 1
+    with (
+        CacheDir.open(cache, create=False) as root,
+        _child(root, "wheels") as wheels,
+        _child(root, "locks") as locks,
+        locks.lock(f"{'b' * 64}.lock", 1),  # a download of b is running
+    ):
+        assert fetch.sweep_stale_parts(wheels, locks) == 1
     assert not stale.exists() and not stale.parent.exists()
     assert live.exists()
+
+
+def _child(root: CacheDir | None, name: str) -> CacheDir:
+    assert root is not None
+    child = root.child(name, create=True)
+    assert child is not None
+    return child
+
+
+# ------------------------------------------------------------------ issue 27: locks, links, refused files
+WHEEL_BYTES = b"PK not a wheel: a .bin is only hashed"
+
+
+def _site(tmp_path: Path) -> tuple[str, str]:
+    """A file:// index holding one blob: (its URL, its sha256)."""
+    blob = tmp_path / "site" / "blob.bin"
+    blob.parent.mkdir()
+    blob.write_bytes(WHEEL_BYTES)
+    return blob.as_uri(), hashlib.sha256(WHEEL_BYTES).hexdigest()
+
+
+def test_a_held_lock_is_waited_for_a_bounded_time(tmp_path: Path) -> None:
+    """Another process of this user holding the file's lock: the wait ends with one line naming the lock
+    and the holder (before, the wait had no end)."""
+    url, digest = _site(tmp_path)
+    cache = tmp_path / "cache"
+    with CacheDir.open(cache, create=True) as root, _child(root, "locks") as locks, locks.lock(f"{digest}.lock", 1):
+        start = time.monotonic()
+        with pytest.raises(CacheLockTimeout) as caught:
+            fetch.cached_download(url, digest, "blob.bin", cache, lock_wait=0.5)
+        assert time.monotonic() - start < 5
+    message = str(caught.value)
+    assert f"waited 0.5 s for the cache lock {cache / 'locks' / digest}.lock" in message
+    assert f"held by process {os.getpid()}" in message
+    assert fetch.cached_download(url, digest, "blob.bin", cache).read_bytes() == WHEEL_BYTES  # released: fine
+
+
+def test_an_old_world_readable_lock_is_replaced_and_its_holder_ignored(tmp_path: Path) -> None:
+    """Earlier releases left 0644 lock files in 0755 directories, which any user could open and hold.
+    A holder of such a file (here: this process, through another descriptor) no longer blocks."""
+    url, digest = _site(tmp_path)
+    cache = tmp_path / "cache"
+    locks = cache / "locks"
+    locks.mkdir(parents=True, mode=0o755)
+    locks.chmod(0o755)
+    lock = locks / f"{digest}.lock"
+    lock.write_text("")
+    lock.chmod(0o644)
+    with lock.open("rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        assert fetch.cached_download(url, digest, "blob.bin", cache, lock_wait=2).read_bytes() == WHEEL_BYTES
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+    assert stat.S_IMODE(locks.stat().st_mode) == 0o700
+
+
+def test_a_refused_file_is_not_cached_and_a_cached_one_refused_later_is_removed(tmp_path: Path) -> None:
+    """``check`` (the backend's variant.json check) refuses after the hash matched: nothing stays."""
+    url, digest = _site(tmp_path)
+    cache = tmp_path / "cache"
+
+    def refuse(path: Path) -> None:
+        assert path.read_bytes() == WHEEL_BYTES  # it sees the verified bytes
+        raise IntegrityError(f"{path.name}: refused")
+
+    with pytest.raises(IntegrityError, match="refused"):
+        fetch.cached_download(url, digest, "blob.bin", cache, check=refuse)
+    assert [p for p in cache.rglob("*") if p.is_file() and p.suffix != ".lock"] == []
+    cached = fetch.cached_download(url, digest, "blob.bin", cache)  # cached without a check
+    with pytest.raises(IntegrityError, match="refused"):
+        fetch.cached_download(url, digest, "blob.bin", cache, check=refuse)
+    assert not cached.exists()
+
+
+@pytest.mark.parametrize("name", ["wheels", "locks"])
+def test_a_link_in_the_cache_is_refused_and_not_followed(tmp_path: Path, name: str) -> None:
+    url, digest = _site(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (cache / name).symlink_to(elsewhere)
+    with pytest.raises(UntrustedCacheError, match=rf"{cache / name} is a symbolic link, not a directory"):
+        fetch.cached_download(url, digest, "blob.bin", cache)
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775])
+def test_a_cache_dir_others_can_write_is_refused(tmp_path: Path, mode: int) -> None:
+    url, digest = _site(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(mode)
+    with pytest.raises(UntrustedCacheError, match=rf"cache-dir {cache} is writable by .* \(mode 0{mode:o}\)"):
+        fetch.cached_download(url, digest, "blob.bin", cache)
+    assert list(cache.iterdir()) == []
+
+
+def test_a_users_own_link_to_a_cache_elsewhere_is_followed(tmp_path: Path) -> None:
+    """A cache moved to a larger disk and linked back: the link is the user's, its target checked."""
+    url, digest = _site(tmp_path)
+    real = tmp_path / "scratch" / "cache"
+    real.mkdir(parents=True, mode=0o700)
+    link = tmp_path / "cache"
+    link.symlink_to(real)
+    assert fetch.cached_download(url, digest, "blob.bin", link).read_bytes() == WHEEL_BYTES
+    assert list(real.glob("wheels/*/blob.bin"))
+
+
+def test_new_cache_directories_are_private(tmp_path: Path) -> None:
+    url, digest = _site(tmp_path)
+    cache = tmp_path / "new" / "cache"
+    fetch.cached_download(url, digest, "blob.bin", cache)
+    for directory in (cache, cache / "wheels", cache / "wheels" / digest, cache / "locks"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+    assert stat.S_IMODE((cache / "locks" / f"{digest}.lock").stat().st_mode) == 0o600
 
 
 def _zip(members: dict[str, bytes]) -> bytes:

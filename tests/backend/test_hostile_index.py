@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from .hostile_index import (
     json_page,
     make_wheel,
     response,
+    run_hook,
     sha256,
 )
 
@@ -35,10 +34,6 @@ INDEX_TIMEOUT = 2.0
 RETRIES = 1
 # two attempts of at most INDEX_TIMEOUT each, one back-off, interpreter start-up and detection
 DEADLINE = 2 * INDEX_TIMEOUT + 0.25 + 6.0
-HOOK = (
-    "import json, sys; from selector_backend.install import backend; "
-    "print(json.dumps(backend.get_requires_for_build_wheel(json.loads(sys.argv[1]))))"
-)
 
 
 class Outcome:
@@ -52,14 +47,15 @@ class Outcome:
         self.last = lines[-1] if lines else ""
 
     def cached(self) -> list[str]:
-        """Files in the cache, less lock files, the install's plan memo (``plan_reuse``: a decision, no data) and
-        parsed pages (``index_cache``: reused only for the same page bytes; test_index_cache.py)."""
+        """Files in the cache, less lock files, the install's plan memo (``plan_reuse``: a decision, no data),
+        parsed pages (``index_cache``: reused only for the same page bytes; test_index_cache.py) and the local
+        catalog's parsed TOML (``catalog-memos``: nothing from the index)."""
         return sorted(
             str(p.relative_to(self.cache))
             for p in self.cache.rglob("*")
             if p.is_file()
             and p.suffix != ".lock"
-            and p.relative_to(self.cache).parts[0] not in ("plans", "index-pages")
+            and p.relative_to(self.cache).parts[0] not in ("plans", "index-pages", "catalog-memos")
         )
 
     def assert_refused(self, pattern: str, rc: int = 4) -> None:
@@ -95,16 +91,7 @@ def hook(tmp_path: Path, index: HostileIndex):  # type: ignore[no-untyped-def]
             **settings,
         }
         env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "no-config"), PYTHONPATH=str(REPO))
-        start = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, "-c", HOOK, json.dumps(config)],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        return Outcome(proc, time.monotonic() - start, cache)
+        return Outcome(*run_hook(config, env, timeout=120), cache)
 
     return run
 
@@ -267,3 +254,16 @@ def test_a_wheel_without_sha256_is_reported_and_skipped(index: HostileIndex, hoo
     outcome = hook()
     assert "warning:" in outcome.stderr and "gives no sha256 for this wheel; skipping it" in outcome.stderr
     outcome.assert_refused(r"none of the 0 prebuilt variants fits.*never-build", rc=3)
+
+
+# ------------------------------------------------------------------ issue 27 finding 4: refused, so not kept
+def test_a_wheel_whose_variant_json_is_refused_is_not_left_in_the_cache(index: HostileIndex, hook) -> None:  # type: ignore[no-untyped-def]
+    """The sha256 matches, but the wheel's variant.json describes another variant than its label: it
+    is refused, and (unlike before, 2.9 MB a time) not left in the cache."""
+    from selector_backend.engine import variant_json
+    from selector_backend.engine.catalog import load_catalog
+
+    catalog = load_catalog()
+    other = catalog.parse_variant("target=x86_64_v3 tensor_ops=gloo controllers=gloo", fill_defaults=True)
+    index.publish(make_wheel(variant_json=json.dumps(variant_json.render(other, catalog)).encode()))
+    hook().assert_refused(r"was built as .*target=x86_64_v3.*, not ")

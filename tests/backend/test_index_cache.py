@@ -14,6 +14,7 @@ import pytest
 
 from benchmarks.synthetic_index import write_index
 from selector_backend.engine.catalog import Catalog, load_catalog
+from selector_backend.files import private_cache
 from selector_backend.install import index_cache, variant_index
 
 VARIANTS = 12  # x 4 Python tags: 48 wheels
@@ -179,12 +180,15 @@ def test_a_killed_writers_temporary_file_is_swept(index: Path, catalog: Catalog,
     cache = tmp_path / "cache"
     pages = cache / index_cache.DIRECTORY
     pages.mkdir(parents=True)
-    abandoned, in_flight = pages / ".dead.marshal.x1.tmp", pages / ".live.marshal.x2.tmp"
-    for item in (abandoned, in_flight):
+    abandoned, in_flight = pages / f".{'d' * 32}.marshal.1-x1.tmp", pages / f".{'e' * 32}.marshal.2-x2.tmp"
+    other = pages / ".notes.txt.1-x3.tmp"  # not a temporary file of a page: never removed
+    for item in (abandoned, in_flight, other):
         item.write_bytes(b"half a page")
-    old = time.time() - index_cache.ABANDONED_S - 60
+    old = time.time() - private_cache.ABANDONED_S - 60
     os.utime(abandoned, (old, old))
+    os.utime(other, (old, old))
     read(index, catalog, cache)
     assert not abandoned.exists()
     assert in_flight.exists()  # young: perhaps another process's write
+    assert other.exists()
     assert len(index_cache.entries(cache)) == 1

@@ -95,5 +95,6 @@ def test_a_hostile_index_ends_pip_with_one_clear_line(index: HostileIndex, tmp_p
     errors = [line for line in shown.splitlines() if "hvd-selector: error:" in line]
     assert errors and "no complete answer within 2 s" in errors[-1], shown
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
-    assert not [p for p in cache.rglob("*") if p.is_file() and p.suffix != ".lock"]
+    local = ("catalog-memos",)  # the checkout's catalog, parsed: nothing from the index
+    assert not [p for p in cache.rglob("*") if p.is_file() and p.suffix != ".lock" and p.parent.name not in local]
     assert seconds < 40, f"{seconds:.1f} s\n{shown}"  # pip start-up + 2 hooks x (2 attempts x 2 s + back-off)

@@ -109,7 +109,7 @@ def test_plan_json_golden_and_matrix_restricted_to_it(tmp_path: Path, capsys: py
 def test_bad_fleets_and_plans_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cases = {
         "[]": "the fleet lists no hosts",
-        "{": "not JSON",
+        "{": "not valid JSON",
         '[{"platform": "linux", "colour": "blue"}]': "colour",
     }
     for text, message in cases.items():

@@ -217,7 +217,7 @@ def test_unreadable_recording_is_input_error(cli: Any, tmp_path: Path) -> None:
     result = cli("detect", env={"HVD_SELECTOR_NVML_REPLAY": str(tmp_path / "missing.json")})
     # an explicit input that cannot be read is an error naming the variable, not a silent note
     assert result.rc == 2, result
-    assert "HVD_SELECTOR_NVML_REPLAY=" in result.err
+    assert "missing.json: cannot read NVML recording (HVD_SELECTOR_NVML_REPLAY)" in result.err
     with pytest.raises(InputError):
         from selector_backend.detect.nvml_replay import ReplayNvml
 

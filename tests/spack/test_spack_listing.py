@@ -115,7 +115,7 @@ def test_truncated_listing(tmp_path):
             ' "parameters": {"cuda": 3}}}}}}',
             r"installs\[abc\]: parameters.cuda is 3",
         ),
-        ('{"database": {"version": "8", "installs": ', r"invalid JSON .*truncated"),
+        ('{"database": {"version": "8", "installs": ', r"not valid JSON .*truncated"),
         ('{"version": 3, "data": []}', r"no application/vnd.spack.db"),
         ('{"something": "else"}', r"not a Spack build-cache listing"),
     ],

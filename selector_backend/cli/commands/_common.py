@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import argparse
@@ -25,6 +26,10 @@ def add_resolution_arguments(parser: argparse.ArgumentParser) -> None:
         help="auto (default), cpu, gpu-nvidia, and/or pins like 'tensor_ops=mpi cuda_arch=80'",
     )
     parser.add_argument("--catalog", type=Path, metavar="FILE", help="variant catalog (default: the project's)")
+    add_config_setting_argument(parser)
+
+
+def add_config_setting_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-C",
         "--config-setting",
@@ -35,7 +40,7 @@ def add_resolution_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def settings_from_args(args: argparse.Namespace) -> Settings:
+def settings_from_args(args: argparse.Namespace, pyproject: Mapping[str, Any] | None = None) -> Settings:
     from selector_backend.errors import InputError
     from selector_backend.settings import load_settings
 
@@ -49,7 +54,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         cli["host-profile"] = args.host_profile
     if getattr(args, "selector", None) is not None:
         cli["selector"] = args.selector
-    return load_settings(cli)
+    return load_settings(cli, pyproject=pyproject)
 
 
 def catalog_from_args(args: argparse.Namespace) -> Catalog:

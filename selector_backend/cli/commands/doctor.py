@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from selector_backend.engine import compat, variant_json
     from selector_backend.engine.variant import format_variant
     from selector_backend.errors import EXIT_NOTHING_FITS, InputError
+    from selector_backend.files.safeparse import read_bytes
 
     _, catalog, selection = selection_from_args(args)
     host = selection.host
@@ -65,11 +66,7 @@ def run(args: argparse.Namespace) -> int:
             "no installed hvd-selector build with a variant.json was found in this environment; "
             f"install it first: {REINSTALL}"
         )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    label, installed = variant_json.parse(text, catalog, source=str(path))
+    label, installed = variant_json.parse(read_bytes(path, "variant.json"), catalog, source=str(path))
     findings = compat.check_variant(installed, catalog, host)
     findings = [f for f in findings if "prebuilt MPI builds use" not in f.reason] + [
         f for f in compat.check_requirements(installed, catalog, host, prebuilt=False) if not f.ok

@@ -40,7 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="CPython tags to build (repeatable; default cp310..cp313)",
     )
     parser.add_argument("--max-jobs", type=int, default=None, help="job limit (default: GitHub's 256 per matrix)")
-    parser.add_argument("-o", "--output", type=Path, default=None, help="write here (atomically)")
+    parser.add_argument(
+        "-o", "--output", type=Path, default=None, help="write here (atomically; a regular file or a new path)"
+    )
     parser.add_argument(
         "--check",
         type=Path,
@@ -52,8 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from selector_backend.engine.catalog import load_catalog, require_checkout
-    from selector_backend.errors import InputError, MismatchError
-    from selector_backend.files.atomic import atomic_write_text
+    from selector_backend.errors import MismatchError
+    from selector_backend.files.atomic import write_output
+    from selector_backend.files.safeparse import read_text
     from selector_backend.publishing import matrix
 
     if args.check is not None and args.catalog is None:
@@ -74,11 +77,7 @@ def run(args: argparse.Namespace) -> int:
     )
     text = matrix.render_workflow(jobs, catalog) if args.format == "github" else matrix.jobs_json(jobs)
     if args.check is not None:
-        try:
-            current = args.check.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"{args.check}: cannot read ({exc.strerror})") from None
-        if current != text:
+        if read_text(args.check, "the file to check") != text:
             raise MismatchError(
                 f"{args.check} is stale: regenerate it with `python -m selector_backend matrix "
                 f"--format {args.format} -o {args.check}`"
@@ -86,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.check} is current ({len(jobs)} jobs)")
         return 0
     if args.output is not None:
-        atomic_write_text(args.output, text)
+        write_output(args.output, text, "the matrix (-o)")
         print(f"wrote {args.output} ({len(jobs)} jobs)", file=sys.stderr)
     else:
         sys.stdout.write(text)

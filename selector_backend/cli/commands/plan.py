@@ -25,21 +25,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--selector", default=None, help="selector policy for every host (default: auto)")
     parser.add_argument("--catalog", type=Path, default=None, help="catalog TOML (default: the project's)")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON (input for matrix --plan)")
-    parser.add_argument("-o", "--output", type=Path, default=None, help="write the JSON plan here (atomically)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        help="write the JSON plan here (atomically; a regular file or a new path)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from selector_backend.engine.catalog import load_catalog
     from selector_backend.engine.policy import parse_selector
     from selector_backend.engine.variant import variant_label
-    from selector_backend.files.atomic import atomic_write_text
+    from selector_backend.files.atomic import write_output
     from selector_backend.publishing.fleet import load_fleet, make_plan
 
     catalog = load_catalog(args.catalog)
     plan = make_plan(load_fleet(args.fleet), catalog, parse_selector(args.selector, catalog), args.mode)
     text = json.dumps(plan.to_json(), indent=2) + "\n"
     if args.output is not None:
-        atomic_write_text(args.output, text)
+        write_output(args.output, text, "the plan (-o)")
     if args.json:
         sys.stdout.write(text)
         return 0

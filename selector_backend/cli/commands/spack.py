@@ -231,7 +231,7 @@ def _print_pick(result: Any) -> None:
 def _package(args: argparse.Namespace) -> int:
     from selector_backend.engine.catalog import load_catalog, require_checkout
     from selector_backend.errors import MismatchError
-    from selector_backend.files.atomic import atomic_write_text
+    from selector_backend.files.atomic import write_output
     from selector_backend.interop.spack.package_py import check_package, package_path, render_package
 
     if (args.check or args.write) and args.repo is None:
@@ -240,7 +240,7 @@ def _package(args: argparse.Namespace) -> int:
     path = package_path(catalog, args.repo)
     text = render_package(catalog)
     if args.write:
-        atomic_write_text(path, text)
+        write_output(path, text, "package.py (--write)")
         print(f"wrote {path}")
         return 0
     if args.check:

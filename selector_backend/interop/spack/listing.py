@@ -18,14 +18,13 @@ problem is an InputError naming the file and the entry.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from selector_backend.errors import InputError
+from selector_backend.files import safeparse
 from selector_backend.interop.spack.spec import SpackSpec, SpackValue, parse_variant_string
 
 #: Compiler-flag parameters of a database node: not variants.
@@ -33,6 +32,10 @@ _FLAG_PARAMETERS = ("cflags", "cppflags", "cxxflags", "fflags", "ldflags", "ldli
 _DETAIL_FIELDS = ("hash", "os", "platform", "target", "variants", "versions")
 V3_INDEX = Path("v3", "manifests", "index", "index.manifest.json")
 V2_INDEX = Path("build_cache", "index.json")
+#: The most a listing (or its index blob, inflated) is read into memory: a large mirror's database is
+#: hundreds of megabytes.
+MAX_LISTING_BYTES = 1 << 30
+TRUNCATED = "; is the file truncated?"
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,7 @@ def load_listing(path: Path, package: str | None = None, default_package: str | 
             f"{path}: no build-cache index in this directory (looked for {V3_INDEX} and "
             f"{V2_INDEX}); pass a listing page or an index file"
         )
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read listing ({exc.strerror or exc})") from None
+    raw = safeparse.read_bytes(path, "listing", MAX_LISTING_BYTES)
     text = _decode(raw, str(path))
     if text.lstrip().startswith("---") or "\nspec_details:" in text:
         return parse_listing_page(text, str(path), package, default_package)
@@ -85,12 +85,25 @@ def load_listing(path: Path, package: str | None = None, default_package: str | 
     )
 
 
+def _gunzip(raw: bytes, source: str) -> bytes:
+    """gzip data inflated to at most ``MAX_LISTING_BYTES`` (a small file may inflate to gigabytes)."""
+    import zlib
+
+    inflate = zlib.decompressobj(wbits=31)
+    try:
+        out = inflate.decompress(raw, MAX_LISTING_BYTES)
+    except zlib.error as exc:
+        raise InputError(f"{source}: truncated or corrupt gzip data ({exc})") from None
+    if inflate.unconsumed_tail:
+        raise InputError(f"{source}: inflates to more than {safeparse.size_text(MAX_LISTING_BYTES)}; refusing it")
+    if not inflate.eof:
+        raise InputError(f"{source}: truncated or corrupt gzip data (it ends early)")
+    return out
+
+
 def _decode(raw: bytes, source: str) -> str:
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise InputError(f"{source}: truncated or corrupt gzip data ({exc})") from None
+        raw = _gunzip(raw, source)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -98,10 +111,7 @@ def _decode(raw: bytes, source: str) -> str:
 
 
 def _json(text: str, source: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise InputError(f"{source}: invalid JSON ({exc}); is the file truncated?") from None
+    return safeparse.loads(text, source, hint=TRUNCATED)
 
 
 # ------------------------------------------------------------------ listing page
@@ -119,12 +129,7 @@ def parse_listing_page(
     if details_line is None:
         raise InputError(f"{source}: no spec_details: line; is this a Spack cache listing page?")
     number, payload = details_line
-    try:
-        details = json.loads(payload)
-    except ValueError as exc:
-        raise InputError(
-            f"{source}:{number}: spec_details is not valid JSON ({exc}); is the listing truncated?"
-        ) from None
+    details = safeparse.loads(payload, f"{source}:{number}: spec_details", hint=TRUNCATED)
     if not isinstance(details, list):
         raise InputError(f"{source}:{number}: spec_details must be a JSON array of spec objects")
     name = package or title or default_package
@@ -293,10 +298,7 @@ def _read_manifest(data: dict[str, Any], path: Path, package: str | None) -> Lis
     checksum = str(rec["checksum"])
     root = _mirror_root(path)
     blob = root / "blobs" / "sha256" / checksum[:2] / checksum
-    try:
-        raw = blob.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{source}: index blob {blob} cannot be read ({exc.strerror or exc})") from None
+    raw = safeparse.read_bytes(blob, f"index blob of {source}", MAX_LISTING_BYTES)
     actual = hashlib.sha256(raw).hexdigest()
     if actual != checksum:
         raise InputError(f"{blob}: sha256 {actual} does not match the manifest's {checksum}")

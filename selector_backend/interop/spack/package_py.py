@@ -23,6 +23,7 @@ from packaging.version import parse as parse_version
 from selector_backend.engine import targets
 from selector_backend.engine.catalog import Catalog
 from selector_backend.errors import InputError
+from selector_backend.files import safeparse
 from selector_backend.files.tomlfile import load_toml
 from selector_backend.records import NamedTuple
 
@@ -458,10 +459,9 @@ def _literal(node: ast.expr) -> Any:
 
 def read_package(path: Path) -> _Read:
     """Module constants and the class body's directive calls, without importing Spack."""
+    text = safeparse.read_text(path, "package.py")  # a regular file, bounded (a FIFO there would hang)
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
         raise InputError(f"{path}:{exc.lineno}: not valid Python ({exc.msg})") from None
     constants: dict[str, Any] = {}
