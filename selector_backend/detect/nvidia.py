@@ -13,11 +13,10 @@ import contextlib
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from selector_backend.detect.bounded import call_with_timeout, run_text, which
 from selector_backend.engine.host import GpuInfo
-from selector_backend.records import NamedTuple
 
 PROC_VERSION = Path("/proc/driver/nvidia/version")
 DEVICE_NODE = Path("/dev/nvidiactl")

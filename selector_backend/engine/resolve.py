@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from selector_backend.engine import compat, targets
 from selector_backend.engine.catalog import Catalog
@@ -19,7 +19,6 @@ from selector_backend.engine.host import HostProfile
 from selector_backend.engine.policy import Selector
 from selector_backend.engine.variant import AxisValue, Variant, format_variant
 from selector_backend.files.safeparse import only_chars
-from selector_backend.records import NamedTuple
 
 
 class CandidateFile(NamedTuple):

@@ -15,14 +15,13 @@ variant index read by ``install.variant_index``, a Spack listing).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from selector_backend.engine.catalog import Catalog
 from selector_backend.engine.host import HostProfile
 from selector_backend.engine.policy import Selector, parse_selector
 from selector_backend.engine.resolve import Candidate, Ranked, Resolution, ideal_variant, resolve
 from selector_backend.engine.variant import Variant
-from selector_backend.records import NamedTuple
 
 if TYPE_CHECKING:
     from selector_backend.settings import Settings

@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from selector_backend.errors import (
     EXIT_INTERNAL,
@@ -25,7 +25,6 @@ from selector_backend.errors import (
     NothingFitsError,
     SelectorError,
 )
-from selector_backend.records import NamedTuple
 
 if TYPE_CHECKING:
     from selector_backend.engine.host import HostProfile

@@ -19,7 +19,7 @@ import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import Catalog
@@ -31,7 +31,6 @@ from selector_backend.engine.wheelname import WheelName, parse_wheel_name, split
 from selector_backend.errors import ExternalError, InputError, IntegrityError
 from selector_backend.files.safeparse import only_chars
 from selector_backend.install import fetch, index_cache
-from selector_backend.records import NamedTuple
 
 if TYPE_CHECKING:
     from selector_backend.settings import Settings
