@@ -240,7 +240,8 @@ clock = time.perf_counter if sys.argv[3] == "wall" else time.process_time
 from selector_backend.engine.catalog import load_catalog
 from selector_backend.engine.policy import parse_selector
 from selector_backend.engine.resolve import resolve
-from selector_backend.settings import host_profile_for, load_settings
+from selector_backend.detect import host_profile_for
+from selector_backend.settings import load_settings
 from selector_backend.install.variant_index import index_candidates
 url, rounds = sys.argv[1], int(sys.argv[2])
 resolution = None

@@ -31,7 +31,7 @@ class Sources(NamedTuple):
     """What ``select`` needs from outside the engine, as functions the caller supplies."""
 
     host: Callable[[], HostProfile]
-    """detect this machine, or load --host-profile, then apply overrides (settings.host_profile_for)"""
+    """detect this machine, or load --host-profile, then apply overrides (detect.host_profile_for)"""
     candidates: Callable[[HostProfile], Iterable[Candidate]] | None = None
     """what could be installed on that host; None ranks nothing (only the source build is wanted)"""
 

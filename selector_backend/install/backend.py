@@ -170,11 +170,11 @@ def _decide(settings: Settings, editable: bool) -> Plan:
     Editable installs always build from source (a development checkout), and
     so does a requested ``variant``; only a configured index is ranked.
     """
+    from selector_backend.detect import host_profile_for
     from selector_backend.engine.catalog import load_catalog
     from selector_backend.engine.select import Sources, select
     from selector_backend.engine.variant import format_variant
     from selector_backend.install.console import warn
-    from selector_backend.settings import host_profile_for
 
     catalog = load_catalog()
     policy = settings.build_policy

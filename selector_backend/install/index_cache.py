@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING
 
 from selector_backend.engine.variant import Variant
 from selector_backend.files.private_cache import read_trusted
+from selector_backend.install.index_groups import IndexGroup
 
 if TYPE_CHECKING:
     from selector_backend.engine.catalog import Catalog
-    from selector_backend.install.variant_index import IndexGroup
 
 FORMAT = 1  # bump when what is stored, or what read_index_groups makes of a page, changes
 KEEP = 8
@@ -73,8 +73,6 @@ def _path(cache_dir: Path, key: str) -> Path:
 def load(cache_dir: Path, key: str, body: bytes) -> list[IndexGroup] | None:
     """The groups stored under ``key`` for exactly the page ``body``, or None (absent, another page,
     not the user's own, unreadable)."""
-    from selector_backend.install.variant_index import IndexGroup
-
     raw = read_trusted(_path(cache_dir, key))
     if raw is None:
         return None

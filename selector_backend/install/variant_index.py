@@ -31,6 +31,7 @@ from selector_backend.engine.wheelname import WheelName, parse_wheel_name, split
 from selector_backend.errors import ExternalError, InputError, IntegrityError
 from selector_backend.files.safeparse import only_chars
 from selector_backend.install import fetch, index_cache
+from selector_backend.install.index_groups import IndexGroup
 
 if TYPE_CHECKING:
     from selector_backend.settings import Settings
@@ -258,20 +259,6 @@ def _variants_maps(
             continue  # both spellings listed: the current one wins
         out[match.group(2)] = (legacy, variants)
     return out, pinned
-
-
-class IndexGroup(NamedTuple):
-    """The wheels of one variant of one release, in listing order.
-
-    ``files`` holds ``(position, filename, url, sha256, tag)`` with the wheel's
-    place among the page's files and its ``python-abi-platform`` tag: plain
-    tuples, since an index has thousands.
-    """
-
-    version: str
-    label: str
-    variant: Variant
-    files: list[tuple[int, str, str, str, str]]
 
 
 def read_index_groups(

@@ -141,8 +141,9 @@ def _catalog() -> Catalog:
 
 def _host_and_selector() -> tuple[HostProfile, Selector]:
     """The engine's own inputs: settings (env, config file), host profile or detection, overrides."""
+    from selector_backend.detect import host_profile_for
     from selector_backend.engine.select import Sources, select
-    from selector_backend.settings import host_profile_for, load_settings
+    from selector_backend.settings import load_settings
 
     settings = load_settings()
     selection = select(settings, _catalog(), Sources(lambda: host_profile_for(settings)))

@@ -42,10 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from selector_backend.detect import host_profile_for
     from selector_backend.engine.select import Sources, select
     from selector_backend.engine.sources import catalog_matrix
     from selector_backend.errors import NothingFitsError
-    from selector_backend.settings import host_profile_for
 
     settings = settings_from_args(args)
     catalog = catalog_from_args(args)
