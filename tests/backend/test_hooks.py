@@ -303,7 +303,8 @@ def test_sdist_carries_its_backend_imports_and_needs_no_build_requirements(tmp_p
             names += [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
             assert not {n.split(".")[0] for n in names} & set(VENDORED), f"{path}:{node.lineno}"
     # Without site-packages (-S -s -E) every module of the copies imports, the backend's lookup finds them,
-    # archspec detects this CPU, and the bare names stay unimportable: nothing was added to sys.path.
+    # archspec detects this CPU, the bare names stay unimportable (nothing was added to sys.path) and the
+    # metadata hook runs.
     probe = (
         "import importlib, importlib.util, pkgutil, selector_backend._vendor as v\n"
         "for m in pkgutil.walk_packages(v.__path__, v.__name__ + '.'):\n"
@@ -312,12 +313,14 @@ def test_sdist_carries_its_backend_imports_and_needs_no_build_requirements(tmp_p
         "cpu, tags = import_module('archspec.cpu'), import_module('packaging.tags')\n"
         "print(cpu.__file__, tags.__file__, cpu.host().name)\n"
         "print([n for n in ('archspec', 'packaging', 'tomli') if importlib.util.find_spec(n)])\n"
+        "from selector_backend.install import backend\n"  # the hooks' own imports come from the copies too
+        f"print(backend.prepare_metadata_for_build_wheel({str(tmp_path)!r}))\n"
     )
     done = subprocess.run([sys.executable, "-S", "-s", "-E", "-c", probe], cwd=src, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    found, bare = done.stdout.splitlines()
+    found, bare, metadata = done.stdout.splitlines()
     arch_file, pkg_file, host = found.split()
     assert arch_file.startswith(str(vendor)) and pkg_file.startswith(str(vendor)) and host
-    assert bare == "[]"
+    assert bare == "[]" and (tmp_path / metadata / "METADATA").is_file()
     # A source build's wheel leaves _vendor out (the wheel depends on archspec and packaging).
     assert "selector_backend/_vendor/**" in pyproject["tool"]["scikit-build"]["wheel"]["exclude"]
