@@ -202,14 +202,15 @@ def _reasons(findings: tuple[Finding, ...]) -> tuple[str, ...]:
 
 
 class Resolution:
-    """Every candidate ranked (``ranked``), the selected one, and the source build.
+    """Every candidate ranked (``ranked``), the selected one, and the source build (or, where none
+    fits, ``source_build_error``, the error that says why).
 
     ``candidates`` is the same ranking one entry per installable thing (a
     catalog entry, a wheel), built only when asked for: an index lists each
     variant once per wheel, and a ``resolve --json`` needs only ``ranked``.
     """
 
-    __slots__ = ("_candidates", "notes", "ranked", "selected", "selector", "source_build")
+    __slots__ = ("_candidates", "notes", "ranked", "selected", "selector", "source_build", "source_build_error")
 
     def __init__(
         self,
@@ -218,12 +219,14 @@ class Resolution:
         source_build: Variant | None,
         selector: Selector,
         notes: tuple[str, ...] = (),
+        source_build_error: Exception | None = None,
     ) -> None:
         self.selected = selected
         self.ranked = ranked
         self.source_build = source_build
         self.selector = selector
         self.notes = notes
+        self.source_build_error = source_build_error
         self._candidates: tuple[Ranked, ...] | None = None
 
     def __repr__(self) -> str:
@@ -517,10 +520,11 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
     bad.sort(key=_BAD_KEY)
     ranked = tuple([item[3] for item in good] + [item[1] for item in bad])
     notes: list[str] = []
+    source, source_error = None, None
     try:
         source = ideal_variant(host, catalog, selector)
     except Exception as exc:  # an impossible selector on this host: say so, do not crash ranking
-        source = None
+        source_error = exc
         notes.append(f"no source build is possible: {exc}")
     selected = None
     if good:
@@ -529,7 +533,7 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
     warning = gpu_host_warning(host, selected, ranked, selector, catalog)
     if warning:
         notes.insert(0, warning)
-    return Resolution(selected, ranked, source, selector, tuple(notes))
+    return Resolution(selected, ranked, source, selector, tuple(notes), source_error)
 
 
 _GOOD_KEY = itemgetter(0, 1, 2)

@@ -202,7 +202,7 @@ def _decide(settings: Settings, editable: bool) -> Plan:
         return Plan("source", selection.requested, why, settings, host)
     if builds_anyway:
         why = "an editable install builds from source" if editable else "build-policy is always-build"
-        return Plan("source", selection.require_source_build(catalog), why, settings, host)
+        return Plan("source", selection.require_source_build(), why, settings, host)
     if not ranks:
         why_not = "no variant index is configured (set index-url)"
     elif unreadable:
@@ -221,7 +221,7 @@ def _decide(settings: Settings, editable: bool) -> Plan:
         )
     if policy == "never-build":
         raise NothingFitsError(f"{why_not}, and build-policy is never-build")
-    return Plan("source", selection.require_source_build(catalog), why_not, settings, host)
+    return Plan("source", selection.require_source_build(), why_not, settings, host)
 
 
 CACHE_HINT = "pip install --no-cache-dir --force-reinstall"

@@ -134,7 +134,7 @@ def _spec(args: argparse.Namespace) -> int:
 
     _, catalog, selection = selection_from_args(args)
     host, selector = selection.host, selection.selector
-    variant = selection.require_source_build(catalog)
+    variant = selection.require_source_build()
     package = args.package or catalog.spack_package
     version = args.pkg_version if args.pkg_version is not None else default_version(package, catalog)
     spec = variant_to_spec(variant, package, version)
