@@ -461,11 +461,6 @@ def variant_rank(v: Variant, catalog: Catalog, host: HostProfile) -> RankKey:
     )
 
 
-def rank_key(candidate: Candidate, catalog: Catalog, host: HostProfile) -> tuple[RankKey, int]:
-    """Sort key of a compatible candidate: its variant's RankKey, then source order."""
-    return variant_rank(candidate.variant, catalog, host), candidate.order
-
-
 def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog, selector: Selector) -> Resolution:
     """Rank every candidate; the best compatible one (or its best file) is selected.
 

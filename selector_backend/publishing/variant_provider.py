@@ -6,7 +6,7 @@ values this machine supports. It is the engine, not a second copy of it: the
 same HostProfile (detection, ``HVD_SELECTOR_*`` overrides, config file,
 ``--host-profile`` through ``HVD_SELECTOR_HOST_PROFILE``), the same selector
 policy and the same compatibility rules (``compat``), with each feature's
-values in the order ``resolve.rank_key`` ranks them. The property model is
+values in the order ``resolve.variant_rank`` ranks them. The property model is
 ``variant_json``'s. Nothing is downloaded, written or compiled; detection
 reads /proc, archspec, NVML and MPI's files (see docs/guide/wheel-variants.md).
 """
@@ -81,7 +81,7 @@ def all_configs(catalog: Catalog) -> list[FeatureConfig]:
 
 
 def _axes(catalog: Catalog) -> list[str]:
-    """Non-CUDA axes, ordered as ``resolve.rank_key`` weighs them: tensor_ops, target, then the rest."""
+    """Non-CUDA axes, ordered as ``resolve.variant_rank`` weighs them: tensor_ops, target, then the rest."""
     rest = [a for a in catalog.axes if a not in ("cuda", "cuda_arch", "tensor_ops", "target")]
     return [a for a in ("tensor_ops", "target") if a in catalog.axes] + rest
 
