@@ -53,12 +53,13 @@ def test_a_command_module_that_fails_to_import_is_an_error(monkeypatch: pytest.M
 
 
 class Import(NamedTuple):
-    """One module naming another of the project's in an import statement."""
+    """One project module naming a module in an import statement."""
 
     importer: str
-    target: str
+    target: str  # a project module, or as written for any other
     where: str  # path:line
     type_only: bool  # under ``if TYPE_CHECKING:``: never runs
+    project: bool  # the target is one of the project's modules
 
 
 @functools.cache
@@ -81,8 +82,8 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 @functools.cache
 def project_imports() -> tuple[Import, ...]:
-    """Every import of one project module by another, wherever the statement stands: at module level,
-    in a function (a lazy import runs when the function does) or under ``TYPE_CHECKING``.
+    """Every import in a project module, wherever the statement stands: at module level, in a
+    function (a lazy import runs when the function does) or under ``TYPE_CHECKING``.
 
     ``from a.b import c`` names the module ``a.b.c`` if there is one, else ``a.b``. Importing a
     module first runs the packages above it; those the importer is not itself inside count as
@@ -113,15 +114,18 @@ def project_imports() -> tuple[Import, ...]:
                 named = [f"{base}.{alias.name}" for alias in node.names]
             else:
                 continue
-            for dotted in named:
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            for written in named:
+                dotted = written
                 while dotted and dotted not in modules:
                     dotted = dotted.rpartition(".")[0]
+                if not dotted:
+                    found.append(Import(name, written, where, id(node) in typed, False))
                 parts = dotted.split(".")
                 for depth in range(1, len(parts) + 1):
                     target = ".".join(parts[:depth])
-                    if target != name and not name.startswith(target + ".") and target:
-                        where = f"{path.relative_to(ROOT)}:{node.lineno}"
-                        found.append(Import(name, target, where, id(node) in typed))
+                    if target and target != name and not name.startswith(target + "."):
+                        found.append(Import(name, target, where, id(node) in typed, True))
     return tuple(found)
 
 
@@ -129,13 +133,31 @@ def test_the_project_imports_in_no_circle() -> None:
     """Each circle of imports is named with the line of each of its imports; none is allowed."""
     graph = nx.DiGraph()
     for item in project_imports():
-        graph.add_edge(item.importer, item.target, where=item.where)
+        if item.project:
+            graph.add_edge(item.importer, item.target, where=item.where)
     circles = []
     for component in sorted(map(sorted, nx.strongly_connected_components(graph))):
         if len(component) > 1:
             edges = nx.find_cycle(graph.subgraph(component), source=component[0])
             circles.append(" -> ".join([edges[0][0], *(f"{b} ({graph.edges[a, b]['where']})" for a, b in edges)]))
     assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+def test_the_backend_takes_archspec_packaging_and_tomli_from_vendored() -> None:
+    """Whatever pip's build process can import runs from the sdist with nothing installed, so it takes
+    the three through ``selector_backend.vendored`` (the sdist's copies), never by their own names."""
+    from selector_backend.vendored import VENDORED
+
+    runs = [item for item in project_imports() if not item.type_only]
+    graph = nx.DiGraph((item.importer, item.target) for item in runs if item.project)
+    backend = "selector_backend.install.backend"
+    reached = {backend, *nx.descendants(graph, backend)}
+    direct = [
+        f"{item.where} imports {item.target}"
+        for item in runs
+        if item.importer in reached and not item.project and item.target.split(".")[0] in VENDORED
+    ]
+    assert not direct, "import these through selector_backend.vendored.import_module:\n" + "\n".join(direct)
 
 
 def _room(module: str) -> str:
