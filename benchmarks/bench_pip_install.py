@@ -6,8 +6,9 @@ hvd-selector step is timed), with pip's caches off. The selector side is the
 real path: stock pip fetches the sdist from a loopback variant index, builds
 an isolated build environment, runs the backend's hooks (detect, read the
 index, rank, download + verify, hand the wheel over) and installs. The
-published sdist carries archspec and packaging in ``selector_backend/_vendor``
-and declares no build requirements (``selector_backend.install.sdist``); a second
+published sdist carries archspec, packaging and tomli in ``selector_backend/_vendor``
+(imports rewritten to that package, ``selector_backend.vendored``) and declares no
+build requirements (``selector_backend.install.sdist``); a second
 side installs the same sdist as earlier releases shipped it (no ``_vendor``,
 ``requires = [packaging, archspec]``, so pip installs both into the isolated
 environment first), and a third skips build isolation. The script also times

@@ -8,16 +8,13 @@ from SelectorError print one line and exit with their documented code.
 
 from __future__ import annotations
 
-import gc
+import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from selector_backend.errors import EXIT_INTERNAL, SelectorError
-
-if TYPE_CHECKING:  # argparse is imported when a command line needs it (not for a plain `resolve --json`)
-    import argparse
 
 # Order is the order of `hvd-selector --help`.
 COMMAND_MODULES = (
@@ -65,8 +62,6 @@ def _version() -> str:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    import argparse
-
     class VersionAction(argparse.Action):
         """--version, looked up only when asked (cold start stays cheap)."""
 
@@ -93,28 +88,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _fast_args(argv: list[str]) -> Any:
-    """The parsed arguments of a command line its command parses without argparse (``fast_args``), else None."""
-    if not argv or argv[0] != "resolve":
-        return None
-    from types import SimpleNamespace
-
-    from selector_backend.cli.commands import resolve
-
-    options = resolve.fast_args(argv[1:])
-    return None if options is None else SimpleNamespace(command="resolve", version=None, _run=resolve.run, **options)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _fast_args(argv)
-    if args is None:
-        first = argv[0] if argv and not argv[0].startswith("-") else None
-        parser = build_parser(first)
-        args = parser.parse_args(argv)
-        if not getattr(args, "_run", None):
-            parser.print_help()
-            return 2
+    first = argv[0] if argv and not argv[0].startswith("-") else None
+    parser = build_parser(first)
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
     try:
         return int(args._run(args))
     except SelectorError as exc:
@@ -137,10 +118,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry_point() -> None:
-    """The console script. Everything left is freed by the exit itself: Python's first step of
-    shutting down, a full cycle collection when the collector is on, would only walk it (the
-    catalog, archspec's tables, an index's candidates), so it is switched off; the collection
-    that runs after modules are cleared still finalizes any cycle."""
-    status = main()
-    gc.disable()
-    sys.exit(status)
+    """The console script."""
+    sys.exit(main())

@@ -2,8 +2,10 @@
 
 ``detect_host`` never raises for a broken detector and never hangs: every
 subprocess and the NVML query are time-bounded (the detect-timeout setting,
-HVD_SELECTOR_DETECT_TIMEOUT, default 5 s). Overrides are applied afterwards by
-``selector_backend.settings``.
+HVD_SELECTOR_DETECT_TIMEOUT, default 5 s). ``host_profile_for`` is the host
+a command resolves against: the host-profile file or detection, then the
+user's host facts (``settings.apply_host_overrides``). Detection sits above
+settings: it reads them, settings never import detection.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from typing import TypeVar
 from selector_backend.detect import cpu, libraries, nvidia, system
 from selector_backend.engine.host import HostProfile, LibraryInfo
 from selector_backend.errors import SelectorError
+from selector_backend.settings import Settings, apply_host_overrides
 
-__all__ = ["detect_host"]
+__all__ = ["detect_host", "host_profile_for"]
 
 T = TypeVar("T")
 
@@ -55,3 +58,14 @@ def detect_host(timeout: float | None = None) -> HostProfile:
         libraries=libs,
         notes=tuple(notes),
     )
+
+
+def host_profile_for(settings: Settings) -> HostProfile:
+    """The host-profile file if one is set, else detection (bounded by detect-timeout); then overrides."""
+    if settings.host_profile is not None:
+        from selector_backend.detect.profile_file import load_host_profile
+
+        profile = load_host_profile(settings.host_profile)
+    else:
+        profile = detect_host(timeout=settings.detect_timeout)
+    return apply_host_overrides(profile, settings)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import threading
 from collections.abc import Callable
@@ -19,15 +18,6 @@ def timeout_seconds(given: float | None = None) -> float:
 
         given = float(env_setting("detect-timeout"))
     return max(0.1, given)
-
-
-def which(name: str) -> str | None:
-    """shutil.which without importing shutil (it drags in bz2/lzma/zlib: a cold-start cost)."""
-    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
-        candidate = os.path.join(directory or ".", name)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
 
 
 def run_text(argv: list[str], notes: list[str], timeout: float | None = None) -> str | None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
-from selector_backend.detect.bounded import run_text, which
+from selector_backend.detect.bounded import run_text
 from selector_backend.engine.host import LibraryInfo
 
 # Debian's multiarch directory name (lib/x86_64-linux-gnu): named, not globbed, since a
@@ -127,7 +128,7 @@ def detect_mpi(notes: list[str], timeout: float | None = None) -> LibraryInfo | 
         hit = wheel_version(dist)
         if hit:
             found.append(LibraryInfo(impl, hit[0], f"pip wheel {dist} in {hit[1]}"))
-    mpiexec = which("mpiexec") or which("mpirun")
+    mpiexec = shutil.which("mpiexec") or shutil.which("mpirun")
     if mpiexec:
         parsed = launcher_by_name(os.path.realpath(mpiexec))
         if parsed is None:

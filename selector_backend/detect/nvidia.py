@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from selector_backend.detect.bounded import call_with_timeout, run_text, which
+from selector_backend.detect.bounded import call_with_timeout, run_text
 from selector_backend.engine.host import GpuInfo
-from selector_backend.records import NamedTuple
 
 PROC_VERSION = Path("/proc/driver/nvidia/version")
 DEVICE_NODE = Path("/dev/nvidiactl")
@@ -102,7 +102,7 @@ def detect(notes: list[str], timeout: float | None = None) -> NvidiaFacts:
             notes.append(f"nvml: {type(exc).__name__}: {exc}".rstrip(": "))
     elif not os.environ.get("HVD_SELECTOR_NVML_REPLAY"):
         notes.append("nvml: no NVIDIA kernel driver (no /proc/driver/nvidia/version or /dev/nvidiactl)")
-    smi = which("nvidia-smi")
+    smi = shutil.which("nvidia-smi")
     if smi:
         summary = run_text([smi], notes, timeout) or ""
         query = [smi, "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"]

@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from selector_backend import PACKAGE_DIR
 from selector_backend.engine import targets
@@ -20,7 +20,6 @@ from selector_backend.engine.variant import AxisValue, Variant, format_variant
 from selector_backend.engine.versions import is_version
 from selector_backend.errors import InputError, did_you_mean
 from selector_backend.files.tomlfile import TomlDocument, load_toml_remembered
-from selector_backend.records import NamedTuple
 
 AXIS_KINDS = ("single", "multi")
 CAPABILITIES = ("nvidia_gpu", "mpi")

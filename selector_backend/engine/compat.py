@@ -9,14 +9,13 @@ decides compatibility.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from selector_backend.engine import targets
 from selector_backend.engine.catalog import Catalog
 from selector_backend.engine.host import HostProfile
 from selector_backend.engine.variant import Variant
 from selector_backend.engine.versions import at_least
-from selector_backend.records import NamedTuple
 
 Support = Literal["sass", "ptx"]
 

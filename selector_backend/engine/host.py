@@ -11,12 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from selector_backend.engine import targets
 from selector_backend.engine.versions import is_version
 from selector_backend.errors import InputError, did_you_mean
-from selector_backend.records import NamedTuple
 
 LIBRARY_NAMES = ("mpi", "nccl", "gloo")
 MPI_IMPLEMENTATIONS = ("mpich", "openmpi", "intelmpi", "mvapich", "cray-mpich", "unknown")

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import NamedTuple
 
 from selector_backend.engine.catalog import Catalog
 from selector_backend.engine.compat import Finding
 from selector_backend.engine.variant import AxisValue, Variant
 from selector_backend.errors import InputError, unknown_choice
-from selector_backend.records import NamedTuple
 
 MODES = ("auto", "cpu", "gpu-nvidia")
 

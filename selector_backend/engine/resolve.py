@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from selector_backend.engine import compat, targets
 from selector_backend.engine.catalog import Catalog
@@ -19,7 +19,6 @@ from selector_backend.engine.host import HostProfile
 from selector_backend.engine.policy import Selector
 from selector_backend.engine.variant import AxisValue, Variant, format_variant
 from selector_backend.files.safeparse import only_chars
-from selector_backend.records import NamedTuple
 
 
 class CandidateFile(NamedTuple):
@@ -203,14 +202,15 @@ def _reasons(findings: tuple[Finding, ...]) -> tuple[str, ...]:
 
 
 class Resolution:
-    """Every candidate ranked (``ranked``), the selected one, and the source build.
+    """Every candidate ranked (``ranked``), the selected one, and the source build (or, where none
+    fits, ``source_build_error``, the error that says why).
 
     ``candidates`` is the same ranking one entry per installable thing (a
     catalog entry, a wheel), built only when asked for: an index lists each
     variant once per wheel, and a ``resolve --json`` needs only ``ranked``.
     """
 
-    __slots__ = ("_candidates", "notes", "ranked", "selected", "selector", "source_build")
+    __slots__ = ("_candidates", "notes", "ranked", "selected", "selector", "source_build", "source_build_error")
 
     def __init__(
         self,
@@ -219,12 +219,14 @@ class Resolution:
         source_build: Variant | None,
         selector: Selector,
         notes: tuple[str, ...] = (),
+        source_build_error: Exception | None = None,
     ) -> None:
         self.selected = selected
         self.ranked = ranked
         self.source_build = source_build
         self.selector = selector
         self.notes = notes
+        self.source_build_error = source_build_error
         self._candidates: tuple[Ranked, ...] | None = None
 
     def __repr__(self) -> str:
@@ -459,11 +461,6 @@ def variant_rank(v: Variant, catalog: Catalog, host: HostProfile) -> RankKey:
     )
 
 
-def rank_key(candidate: Candidate, catalog: Catalog, host: HostProfile) -> tuple[RankKey, int]:
-    """Sort key of a compatible candidate: its variant's RankKey, then source order."""
-    return variant_rank(candidate.variant, catalog, host), candidate.order
-
-
 def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog, selector: Selector) -> Resolution:
     """Rank every candidate; the best compatible one (or its best file) is selected.
 
@@ -518,10 +515,11 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
     bad.sort(key=_BAD_KEY)
     ranked = tuple([item[3] for item in good] + [item[1] for item in bad])
     notes: list[str] = []
+    source, source_error = None, None
     try:
         source = ideal_variant(host, catalog, selector)
     except Exception as exc:  # an impossible selector on this host: say so, do not crash ranking
-        source = None
+        source_error = exc
         notes.append(f"no source build is possible: {exc}")
     selected = None
     if good:
@@ -530,7 +528,7 @@ def resolve(host: HostProfile, candidates: Iterable[Candidate], catalog: Catalog
     warning = gpu_host_warning(host, selected, ranked, selector, catalog)
     if warning:
         notes.insert(0, warning)
-    return Resolution(selected, ranked, source, selector, tuple(notes))
+    return Resolution(selected, ranked, source, selector, tuple(notes), source_error)
 
 
 _GOOD_KEY = itemgetter(0, 1, 2)

@@ -8,8 +8,7 @@ exactly the resolver's rules without importing the rest of the engine.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from selector_backend.records import NamedTuple
+from typing import NamedTuple
 
 
 class RuntimeVerdict(NamedTuple):

@@ -15,14 +15,13 @@ variant index read by ``install.variant_index``, a Spack listing).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from selector_backend.engine.catalog import Catalog
 from selector_backend.engine.host import HostProfile
 from selector_backend.engine.policy import Selector, parse_selector
-from selector_backend.engine.resolve import Candidate, Ranked, Resolution, ideal_variant, resolve
+from selector_backend.engine.resolve import Candidate, Ranked, Resolution, resolve
 from selector_backend.engine.variant import Variant
-from selector_backend.records import NamedTuple
 
 if TYPE_CHECKING:
     from selector_backend.settings import Settings
@@ -32,7 +31,7 @@ class Sources(NamedTuple):
     """What ``select`` needs from outside the engine, as functions the caller supplies."""
 
     host: Callable[[], HostProfile]
-    """detect this machine, or load --host-profile, then apply overrides (settings.host_profile_for)"""
+    """detect this machine, or load --host-profile, then apply overrides (detect.host_profile_for)"""
     candidates: Callable[[HostProfile], Iterable[Candidate]] | None = None
     """what could be installed on that host; None ranks nothing (only the source build is wanted)"""
 
@@ -69,10 +68,12 @@ class Selection(NamedTuple):
         """What a source build targets: the requested variant, else the exact build for this host."""
         return self.requested if self.requested is not None else self.resolution.source_build
 
-    def require_source_build(self, catalog: Catalog) -> Variant:
+    def require_source_build(self) -> Variant:
         """``source_build``, or the error that says why no source build fits this host."""
-        build = self.source_build
-        return build if build is not None else ideal_variant(self.host, catalog, self.selector)
+        if self.source_build is not None:
+            return self.source_build
+        assert self.resolution.source_build_error is not None  # resolve() keeps one or the other
+        raise self.resolution.source_build_error
 
 
 def select(settings: Settings, catalog: Catalog, sources: Sources) -> Selection:

@@ -11,6 +11,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from selector_backend.errors import InputError, unknown_choice
+from selector_backend.vendored import import_module
 
 if TYPE_CHECKING:
     from archspec.cpu import Microarchitecture
@@ -18,9 +19,7 @@ if TYPE_CHECKING:
 
 @functools.cache
 def _targets() -> dict[str, Microarchitecture]:
-    import archspec.cpu
-
-    return dict(archspec.cpu.TARGETS)
+    return dict(import_module("archspec.cpu").TARGETS)
 
 
 def microarchitecture(name: str) -> Microarchitecture:
@@ -93,11 +92,10 @@ def optimization_flags(name: str, compiler: str, version: str) -> str:
     ``compiler`` is archspec's name (gcc, clang, apple-clang, oneapi, nvhpc).
     An unsupported combination is an InputError naming both.
     """
-    import archspec.cpu
-
+    archspec_cpu = import_module("archspec.cpu")
     try:
         return str(microarchitecture(name).optimization_flags(compiler, version))
-    except archspec.cpu.UnsupportedMicroarchitecture as exc:
+    except archspec_cpu.UnsupportedMicroarchitecture as exc:
         raise InputError(f"cannot compile for target {name} with {compiler}@{version}: {exc}") from None
 
 

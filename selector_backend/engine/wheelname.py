@@ -7,9 +7,9 @@ Index: ``{name}-{ver}-{py}-{abi}-{plat}-{label}.whl``; pip:
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from selector_backend.errors import InputError
-from selector_backend.records import NamedTuple
 
 _LABEL = re.compile(r"[0-9a-z_.]{1,16}")
 

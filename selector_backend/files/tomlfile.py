@@ -50,7 +50,9 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on Python 3.10 only
-        import tomli as tomllib
+        from selector_backend.vendored import import_module
+
+        tomllib = import_module("tomli")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -3,7 +3,7 @@
 ``backend`` holds the hooks pip calls. It detects the host, resolves against
 the configured variant index (``variant_index`` over ``fetch``: configured
 origins only, hashes verified, fail closed; ``index_cache`` keeps parsed
-pages for unchanged page bytes), then either hands pip a verified
+pages (``index_groups``) for unchanged page bytes), then either hands pip a verified
 prebuilt wheel (``wheelcheck``) or builds exactly the chosen variant from
 source (``build``, ``cmake_config`` through scikit-build-core). ``plan_reuse``
 shares one decision between pip's hook processes; ``sdist`` and ``metadata``
@@ -18,6 +18,7 @@ __all__ = [
     "console",
     "fetch",
     "index_cache",
+    "index_groups",
     "metadata",
     "plan_reuse",
     "sdist",

@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from selector_backend.errors import (
     EXIT_INTERNAL,
@@ -25,7 +25,6 @@ from selector_backend.errors import (
     NothingFitsError,
     SelectorError,
 )
-from selector_backend.records import NamedTuple
 
 if TYPE_CHECKING:
     from selector_backend.engine.host import HostProfile
@@ -171,11 +170,11 @@ def _decide(settings: Settings, editable: bool) -> Plan:
     Editable installs always build from source (a development checkout), and
     so does a requested ``variant``; only a configured index is ranked.
     """
+    from selector_backend.detect import host_profile_for
     from selector_backend.engine.catalog import load_catalog
     from selector_backend.engine.select import Sources, select
     from selector_backend.engine.variant import format_variant
     from selector_backend.install.console import warn
-    from selector_backend.settings import host_profile_for
 
     catalog = load_catalog()
     policy = settings.build_policy
@@ -213,7 +212,7 @@ def _decide(settings: Settings, editable: bool) -> Plan:
         return Plan("source", selection.requested, why, settings, host)
     if builds_anyway:
         why = "an editable install builds from source" if editable else "build-policy is always-build"
-        return Plan("source", selection.require_source_build(catalog), why, settings, host)
+        return Plan("source", selection.require_source_build(), why, settings, host)
     if not ranks:
         why_not = "no variant index is configured (set index-url)"
     elif unreadable:
@@ -232,7 +231,7 @@ def _decide(settings: Settings, editable: bool) -> Plan:
         )
     if policy == "never-build":
         raise NothingFitsError(f"{why_not}, and build-policy is never-build")
-    return Plan("source", selection.require_source_build(catalog), why_not, settings, host)
+    return Plan("source", selection.require_source_build(), why_not, settings, host)
 
 
 def pinned_prebuilt(candidates: Any, pin: str, unreadable: list[ExternalError]) -> Ranked:

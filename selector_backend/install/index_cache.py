@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING
 
 from selector_backend.engine.variant import Variant
 from selector_backend.files.private_cache import open_optional
+from selector_backend.install.index_groups import IndexGroup
 
 if TYPE_CHECKING:
     from selector_backend.engine.catalog import Catalog
-    from selector_backend.install.variant_index import IndexGroup
 
 FORMAT = 1  # bump when what is stored, or what read_index_groups makes of a page, changes
 KEEP = 8
@@ -79,8 +79,6 @@ def is_page(name: str) -> bool:
 def load(cache_dir: Path, key: str, body: bytes) -> list[IndexGroup] | None:
     """The groups stored under ``key`` for exactly the page ``body``, or None (absent, another page,
     not the user's own, unreadable)."""
-    from selector_backend.install.variant_index import IndexGroup
-
     pages = open_optional(cache_dir, DIRECTORY, create=False)
     if pages is None:
         return None

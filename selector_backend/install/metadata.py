@@ -15,9 +15,9 @@ from selector_backend.files.atomic import atomic_write_text
 
 
 def _with_extra(requirement: str, extra: str) -> str:
-    from packaging.requirements import Requirement
+    from selector_backend.vendored import import_module
 
-    req = Requirement(requirement)
+    req = import_module("packaging.requirements").Requirement(requirement)
     marker = f'extra == "{extra}"'
     if req.marker is not None:
         marker = f"({req.marker}) and {marker}"

@@ -11,14 +11,18 @@ build requirements of its own (tomli too, for Python 3.10), so pip's
 isolated build environment installs nothing when a prebuilt variant fits —
 that install was two thirds of ``pip install``'s time. The copies are taken
 from the build environment at sdist time (``get_requires_for_build_sdist``
-asks for them), never committed.
+asks for them), never committed, and their imports of each other are
+rewritten to ``selector_backend._vendor`` as they are copied, the way pip
+vendors: nobody's ``sys.path`` changes (``selector_backend.vendored``).
 """
 
 from __future__ import annotations
 
+import ast
 import gzip
 import importlib.metadata
 import io
+import itertools
 import json
 import os
 import re
@@ -27,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 from selector_backend.errors import InputError
+from selector_backend.vendored import VENDOR_PACKAGE, VENDORED
 
 
 def with_index_urls(pyproject_text: str, urls: tuple[str, ...]) -> str:
@@ -36,7 +41,6 @@ def with_index_urls(pyproject_text: str, urls: tuple[str, ...]) -> str:
     return pyproject_text.rstrip("\n") + f"\n\n[tool.hvd-selector]\n# embedded by build_sdist -C index-url\n{line}\n"
 
 
-VENDORED = ("archspec", "packaging", "tomli")
 # Empty, not a marker-only list: pip spawns a pip subprocess for any non-empty list.
 SDIST_BUILD_REQUIRES = "requires = []  # archspec, packaging, tomli: selector_backend/_vendor"
 
@@ -49,20 +53,62 @@ def without_build_requires(pyproject_text: str) -> str:
     return text
 
 
+NATIVE_SUFFIXES = (".so", ".pyd", ".dylib")  # a compiled copy (mypyc's tomli) stays behind: its .py is carried
+VENDOR_INIT = b'"""archspec, packaging and tomli for the backend of this sdist (selector_backend/vendored.py)."""\n'
+
+
 def vendored_files(names: tuple[str, ...] = VENDORED) -> dict[str, bytes]:
-    """``_vendor/``-relative path -> bytes: each distribution's package and its licence files."""
-    out: dict[str, bytes] = {}
+    """``_vendor/``-relative path -> bytes: each distribution's pure-Python package, its imports
+    rewritten (``rewrite_imports``), and its licence files."""
+    out: dict[str, bytes] = {"__init__.py": VENDOR_INIT}
     for name in names:
         dist = importlib.metadata.distribution(name)
         for file in dist.files or ():
             parts = file.parts
-            if parts[0] == name and file.suffix != ".pyc" and "__pycache__" not in parts:
-                out[file.as_posix()] = Path(str(dist.locate_file(file))).read_bytes()
+            if parts[0] == name and file.suffix not in (".pyc", *NATIVE_SUFFIXES) and "__pycache__" not in parts:
+                data = Path(str(dist.locate_file(file))).read_bytes()
+                out[file.as_posix()] = rewrite_imports(data, names) if file.suffix == ".py" else data
             elif parts[0].endswith(".dist-info") and ("LICENSE" in file.name.upper() or "COPYING" in file.name.upper()):
                 out[f"LICENSES/{name}/{file.name}"] = Path(str(dist.locate_file(file))).read_bytes()
         if f"{name}/__init__.py" not in out:
             raise InputError(f"cannot vendor {name}: its installed files are not listed (reinstall {name})")
     return out
+
+
+def rewrite_imports(source: bytes, names: tuple[str, ...] = VENDORED) -> bytes:
+    """``source`` with every absolute import of ``names`` pointed at ``selector_backend._vendor``; each
+    statement binds the same names as before (``import packaging.version`` still binds ``packaging``)."""
+    starts = [0, *itertools.accumulate(len(line) for line in source.splitlines(keepends=True))]  # of each line
+    edits: list[tuple[int, int, str]] = []  # (first byte, byte after, the statement that replaces them)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] in names:
+            aliases = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
+            text = f"from {VENDOR_PACKAGE}.{node.module} import {aliases}"
+        elif isinstance(node, ast.Import) and any(a.name.split(".")[0] in names for a in node.names):
+            text = "; ".join(_import(a, names) for a in node.names)
+        else:
+            continue
+        assert node.end_lineno is not None and node.end_col_offset is not None  # set by ast.parse
+        # ast's columns count UTF-8 bytes, as these offsets do
+        edits.append(
+            (starts[node.lineno - 1] + node.col_offset, starts[node.end_lineno - 1] + node.end_col_offset, text)
+        )
+    for begin, end, text in sorted(edits, reverse=True):
+        source = source[:begin] + text.encode() + source[end:]
+    return source
+
+
+def _import(alias: ast.alias, names: tuple[str, ...]) -> str:
+    """One name of an ``import`` statement, as a statement that binds what it bound."""
+    top, _, rest = alias.name.partition(".")
+    if top not in names:
+        return f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
+    if alias.asname:  # import a.b as c: binds c to a.b
+        return f"import {VENDOR_PACKAGE}.{alias.name} as {alias.asname}"
+    if not rest:  # import a: binds a
+        return f"from {VENDOR_PACKAGE} import {top}"
+    # import a.b: binds a, with a.b loaded
+    return f'from {VENDOR_PACKAGE} import {top}; __import__("{VENDOR_PACKAGE}.{alias.name}")'
 
 
 def finish_sdist(sdist: Path, urls: tuple[str, ...], *, vendor: bool = True) -> None:

@@ -19,7 +19,7 @@ import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import Catalog
@@ -27,11 +27,11 @@ from selector_backend.engine.compat import Finding
 from selector_backend.engine.host import HostProfile
 from selector_backend.engine.resolve import Candidate
 from selector_backend.engine.variant import Variant
-from selector_backend.engine.wheelname import WheelName, parse_wheel_name, split_wheel_name
+from selector_backend.engine.wheelname import split_wheel_name
 from selector_backend.errors import ExternalError, InputError, IntegrityError
 from selector_backend.files.safeparse import only_chars
 from selector_backend.install import fetch, index_cache
-from selector_backend.records import NamedTuple
+from selector_backend.install.index_groups import IndexGroup
 
 if TYPE_CHECKING:
     from selector_backend.settings import Settings
@@ -43,17 +43,6 @@ class IndexFile(NamedTuple):
     filename: str
     url: str
     sha256: str | None
-
-
-class IndexEntry(NamedTuple):
-    """A variant wheel listed on an index."""
-
-    filename: str
-    url: str
-    sha256: str
-    label: str
-    variant: Variant
-    wheel: WheelName
 
 
 def normalize_project(name: str) -> str:
@@ -261,20 +250,6 @@ def _variants_maps(
     return out, pinned
 
 
-class IndexGroup(NamedTuple):
-    """The wheels of one variant of one release, in listing order.
-
-    ``files`` holds ``(position, filename, url, sha256, tag)`` with the wheel's
-    place among the page's files and its ``python-abi-platform`` tag: plain
-    tuples, since an index has thousands.
-    """
-
-    version: str
-    label: str
-    variant: Variant
-    files: list[tuple[int, str, str, str, str]]
-
-
 def read_index_groups(
     location: str,
     catalog: Catalog,
@@ -362,17 +337,6 @@ def _read_groups(
             allowed.add(where)
         group.files.append((position, filename, link, sha256.lower(), f"{python}-{abi}-{platform}"))
     return [group for group in groups.values() if group.files], repeatable
-
-
-def read_index(
-    location: str, catalog: Catalog, *, allowed_origins: tuple[str, ...] = (), **options: Any
-) -> Iterator[IndexEntry]:
-    """The variant wheels of ``catalog.name`` on the index at ``location``, one entry per wheel
-    in listing order (``read_index_groups`` does the reading)."""
-    groups = read_index_groups(location, catalog, allowed_origins=allowed_origins, **options)
-    wheels = sorted((file, group) for group in groups for file in group.files)
-    for (_, filename, link, sha256, _), group in wheels:
-        yield IndexEntry(filename, link, sha256, group.label, group.variant, parse_wheel_name(filename))
 
 
 def _variant_of(

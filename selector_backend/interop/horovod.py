@@ -105,7 +105,7 @@ def horovod_env(
 ) -> HorovodEnv:
     """The environment for ``pip install --no-cache-dir horovod`` on the selection's host, building
     what a source build of this library would there (``Selection.require_source_build``)."""
-    host, variant = selection.host, selection.require_source_build(catalog)
+    host, variant = selection.host, selection.require_source_build()
     notes: list[str] = []
     env: dict[str, str] = {}
     controllers = set(variant.values_of("controllers"))

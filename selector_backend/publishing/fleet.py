@@ -121,7 +121,7 @@ def _chosen(host: HostProfile, variants: Sequence[Variant], catalog: Catalog, se
 
 
 def _best_exact(host: HostProfile, catalog: Catalog, selector: Selector) -> Variant:
-    return select_with(selector, catalog, Sources.fixed(host)).require_source_build(catalog)
+    return select_with(selector, catalog, Sources.fixed(host)).require_source_build()
 
 
 def _best_matrix(host: HostProfile, catalog: Catalog, selector: Selector) -> Variant:

@@ -13,7 +13,7 @@ It is the engine, not a second copy of it: the same HostProfile (detection,
 ``HVD_SELECTOR_*`` overrides, config file, ``--host-profile`` through
 ``HVD_SELECTOR_HOST_PROFILE``), the same selector policy and the same
 compatibility rules (``compat``), with each feature's values in the order
-``resolve.rank_key`` ranks them. Nothing is downloaded, written or compiled;
+``resolve.variant_rank`` ranks them. Nothing is downloaded, written or compiled;
 detection reads /proc, archspec, NVML and MPI's files (see
 docs/guide/wheel-variants.md).
 """
@@ -78,7 +78,7 @@ def _own_values(axis: str, catalog: Catalog) -> tuple[str, ...]:
 
 
 def _axes(catalog: Catalog) -> list[str]:
-    """Our namespace's features, ordered as ``resolve.rank_key`` weighs them: tensor_ops, target, the rest."""
+    """Our namespace's features, ordered as ``resolve.variant_rank`` weighs them: tensor_ops, target, the rest."""
     rest = [a for a in variant_json.OWN_FEATURES if a in catalog.axes and a not in ("tensor_ops", "target")]
     return [a for a in ("tensor_ops", "target") if a in catalog.axes] + rest
 
@@ -121,8 +121,9 @@ def _catalog() -> Catalog:
 
 def _host_and_selector() -> tuple[HostProfile, Selector]:
     """The engine's own inputs: settings (env, config file), host profile or detection, overrides."""
+    from selector_backend.detect import host_profile_for
     from selector_backend.engine.select import Sources, select
-    from selector_backend.settings import host_profile_for, load_settings
+    from selector_backend.settings import load_settings
 
     settings = load_settings()
     selection = select(settings, _catalog(), Sources(lambda: host_profile_for(settings)))

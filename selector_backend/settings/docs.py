@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import NamedTuple
 
-from selector_backend.records import NamedTuple
 from selector_backend.settings import model
 
 

@@ -1,4 +1,4 @@
-"""The HostProfile every command resolves against: a file or detection, then the user's facts."""
+"""The user's host facts laid over a HostProfile (``detect.host_profile_for`` applies them)."""
 
 from __future__ import annotations
 
@@ -40,16 +40,3 @@ def apply_host_overrides(profile: HostProfile, settings: Settings) -> HostProfil
     if len(notes) == len(profile.notes):
         return profile
     return profile._replace(libraries=libraries, notes=tuple(notes), **changes)  # type: ignore[arg-type]
-
-
-def host_profile_for(settings: Settings) -> HostProfile:
-    """The host-profile file if one is set, else detection (bounded by detect-timeout); then overrides."""
-    if settings.host_profile is not None:
-        from selector_backend.detect.profile_file import load_host_profile
-
-        profile = load_host_profile(settings.host_profile)
-    else:
-        from selector_backend.detect import detect_host
-
-        profile = detect_host(timeout=settings.detect_timeout)
-    return apply_host_overrides(profile, settings)

@@ -8,18 +8,16 @@ generated (``settings.docs``). A knob's names follow from its field:
 ``[host]`` table of a config file; in the environment and for ``-C`` they
 keep their bare names (``HVD_SELECTOR_GPUS``, ``-C gpus=8.0``).
 
-NamedTuples rather than dataclasses: the same frozen, typed, introspectable
-records, without importing ``dataclasses`` (and with it ``inspect``) on the
-backend's cold start. No ``from __future__ import annotations`` here: the
-source chain reads the parsers out of the live annotations.
+The models are ``typing.NamedTuple`` records, as every typed record in the
+project is. No ``from __future__ import annotations`` here: the source chain
+reads the parsers out of the live annotations (``typing.Annotated``).
 """
 
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
-from selector_backend.records import NamedTuple
 from selector_backend.settings import types as t
 
 ENV_PREFIX = "HVD_SELECTOR_"

@@ -8,9 +8,8 @@ do.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-from selector_backend.records import NamedTuple
 from selector_backend.settings.host_facts import _shown
 from selector_backend.settings.model import OPTIONS, Option, Settings
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from selector_backend.engine.host import (
     MPI_IMPLEMENTATIONS,
@@ -30,26 +30,6 @@ from selector_backend.errors import InputError, unknown_choice
 from selector_backend.files.private_cache import default_cache_dir
 
 Parser = Callable[[Any, str, str], Any]
-
-if TYPE_CHECKING:
-    from typing import Annotated
-else:
-
-    class Annotated:
-        """``typing.Annotated`` as far as the settings model reads it: the ``__metadata__`` that
-        holds a field's parser (``__origin__`` is kept for the repr). typing's own subscription type-checks
-        and caches every part, about 2 million instructions for these field types on each
-        cold start; type checkers still see ``typing.Annotated``."""
-
-        __slots__ = ("__metadata__", "__origin__")
-
-        def __class_getitem__(cls, params: tuple[Any, ...]) -> Annotated:
-            field = object.__new__(cls)
-            field.__origin__, field.__metadata__ = params[0], tuple(params[1:])
-            return field
-
-        def __repr__(self) -> str:
-            return f"Annotated[{self.__origin__!r}, {', '.join(map(repr, self.__metadata__))}]"
 
 
 def plain(parse: Callable[[Any, str], Any]) -> Parser:

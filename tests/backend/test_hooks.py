@@ -238,12 +238,49 @@ def test_a_plan_file_others_can_write_is_never_trusted(tmp_path: Path, monkeypat
     assert _events(trace) == ["plan-computed"] * 3
 
 
+REWRITES = [
+    ("import packaging", "from selector_backend._vendor import packaging"),
+    ("import packaging as p", "import selector_backend._vendor.packaging as p"),
+    (
+        "import packaging.version",
+        'from selector_backend._vendor import packaging; __import__("selector_backend._vendor.packaging.version")',
+    ),
+    ("import packaging.version as v", "import selector_backend._vendor.packaging.version as v"),
+    ("from packaging import tags", "from selector_backend._vendor.packaging import tags"),
+    (
+        "from archspec.cpu import (\n    host,\n    TARGETS as T,\n)",
+        "from selector_backend._vendor.archspec.cpu import host, TARGETS as T",
+    ),
+    ("import os, tomli, json", "import os; from selector_backend._vendor import tomli; import json"),
+    (
+        "def f():\n    if x: import tomli; y = 1",
+        "def f():\n    if x: from selector_backend._vendor import tomli; y = 1",
+    ),
+    (
+        's = "café"; from packaging.version import Version',
+        's = "café"; from selector_backend._vendor.packaging.version import Version',
+    ),
+    ("from . import _structures\nimport packagingx\nfrom os import path", None),  # relative, other names: as they were
+    ('"""from packaging import tags"""', None),  # text is not an import
+]
+
+
+@pytest.mark.parametrize(("source", "rewritten"), REWRITES)
+def test_vendored_imports_are_rewritten_to_bind_what_they_bound(source: str, rewritten: str | None) -> None:
+    from selector_backend.install.sdist import rewrite_imports
+
+    assert rewrite_imports(source.encode()).decode() == (source if rewritten is None else rewritten)
+
+
 def test_sdist_carries_its_backend_imports_and_needs_no_build_requirements(tmp_path: Path) -> None:
-    """The published sdist's build env installs nothing: archspec and packaging ride in _vendor."""
+    """The published sdist's build env installs nothing: archspec, packaging and tomli ride in _vendor,
+    their imports rewritten to selector_backend._vendor; nobody's sys.path changes."""
+    import ast
     import subprocess
     import sys
 
     from selector_backend.files.tomlfile import load_toml
+    from selector_backend.vendored import VENDORED
 
     pytest.importorskip("scikit_build_core")
     name = backend.build_sdist(str(tmp_path), {})
@@ -256,16 +293,34 @@ def test_sdist_carries_its_backend_imports_and_needs_no_build_requirements(tmp_p
     assert (src / "selector_backend" / "_vendor" / "tomli" / "__init__.py").is_file()
     vendor = src / "selector_backend" / "_vendor"
     assert (vendor / "archspec" / "__init__.py").is_file() and (vendor / "packaging" / "tags.py").is_file()
+    assert not [p for p in vendor.rglob("*") if p.suffix in (".so", ".pyd")]  # pure Python only
     licences = {p.name for p in (vendor / "LICENSES").rglob("*") if p.is_file()}
     assert {"LICENSE-MIT", "LICENSE-APACHE"} <= licences and "LICENSE.BSD" in licences
-    # Without site-packages (-S) the backend still imports both, from _vendor, and detects this CPU.
+    # No copy imports another by its own top-level name: every such import is rewritten.
+    for path in vendor.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            assert not {n.split(".")[0] for n in names} & set(VENDORED), f"{path}:{node.lineno}"
+    # Without site-packages (-S -s -E) every module of the copies imports, the backend's lookup finds them,
+    # archspec detects this CPU, the bare names stay unimportable (nothing was added to sys.path) and the
+    # metadata hook runs.
     probe = (
-        "import selector_backend, archspec.cpu, packaging.tags; "
-        "print(archspec.__file__); print(packaging.__file__); print(archspec.cpu.host().name)"
+        "import importlib, importlib.util, pkgutil, selector_backend._vendor as v\n"
+        "for m in pkgutil.walk_packages(v.__path__, v.__name__ + '.'):\n"
+        "    m.name.endswith('__main__') or importlib.import_module(m.name)\n"
+        "from selector_backend.vendored import import_module\n"
+        "cpu, tags = import_module('archspec.cpu'), import_module('packaging.tags')\n"
+        "print(cpu.__file__, tags.__file__, cpu.host().name)\n"
+        "print([n for n in ('archspec', 'packaging', 'tomli') if importlib.util.find_spec(n)])\n"
+        "from selector_backend.install import backend\n"  # the hooks' own imports come from the copies too
+        f"print(backend.prepare_metadata_for_build_wheel({str(tmp_path)!r}))\n"
     )
-    done = subprocess.run([sys.executable, "-S", "-c", probe], cwd=src, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-S", "-s", "-E", "-c", probe], cwd=src, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    arch_file, pkg_file, host = done.stdout.split()
+    found, bare, metadata = done.stdout.splitlines()
+    arch_file, pkg_file, host = found.split()
     assert arch_file.startswith(str(vendor)) and pkg_file.startswith(str(vendor)) and host
+    assert bare == "[]" and (tmp_path / metadata / "METADATA").is_file()
     # A source build's wheel leaves _vendor out (the wheel depends on archspec and packaging).
     assert "selector_backend/_vendor/**" in pyproject["tool"]["scikit-build"]["wheel"]["exclude"]

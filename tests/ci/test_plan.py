@@ -143,9 +143,7 @@ def test_quality_ignores_only_arch_list_size_and_order() -> None:
         "target=x86_64_v4 cuda=13 cuda_arch=80 tensor_ops=nccl controllers=gloo", fill_defaults=True
     )
     assert planning.quality(thin, catalog, a100) == planning.quality(wide, catalog, a100)
-    assert resolve.rank_key(resolve.Candidate(thin), catalog, a100) < resolve.rank_key(
-        resolve.Candidate(wide), catalog, a100
-    )
+    assert resolve.variant_rank(thin, catalog, a100) < resolve.variant_rank(wide, catalog, a100)
     login = fleet["cpu-login"]  # icelake: x86_64_v4 is better than x86_64_v3 there
     cpu3 = catalog.parse_variant("target=x86_64_v3 tensor_ops=gloo controllers=gloo", fill_defaults=True)
     cpu4 = catalog.parse_variant("target=x86_64_v4 tensor_ops=gloo controllers=gloo", fill_defaults=True)

@@ -82,7 +82,7 @@ def live(site: Path) -> Path:
     return folder
 
 
-def assert_consistent(root: Path, catalog: Catalog) -> list[variant_index.IndexEntry]:
+def assert_consistent(root: Path, catalog: Catalog) -> list[variant_index.IndexGroup]:
     """Every file the live page lists exists with the listed sha256; the reader agrees."""
     page = root / "simple" / "hvd-selector"
     data = json.loads((page / "index.json").read_text())
@@ -92,7 +92,11 @@ def assert_consistent(root: Path, catalog: Catalog) -> list[variant_index.IndexE
     html = (page / "index.html").read_text()
     for item in data["files"]:
         assert f'href="{item["url"]}#sha256={item["hashes"]["sha256"]}"' in html
-    return list(variant_index.read_index(str(root / "simple"), catalog))
+    return variant_index.read_index_groups(str(root / "simple"), catalog)
+
+
+def wheel_count(groups: list[variant_index.IndexGroup]) -> int:
+    return sum(len(group.files) for group in groups)
 
 
 def test_publish_layout_and_read_back(tmp_path: Path, catalog: Catalog) -> None:
@@ -100,11 +104,11 @@ def test_publish_layout_and_read_back(tmp_path: Path, catalog: Catalog) -> None:
     wheels = [make_wheel(tmp_path / "in" / str(i), v, catalog) for i, v in enumerate(variants)]
     done = publish.publish(wheels, tmp_path / "site", catalog, progress=False)
     assert done.changed and len(done.added) == 3
-    entries = assert_consistent(tmp_path / "site", catalog)
-    assert {e.variant for e in entries} == set(variants)
-    for entry in entries:
-        assert entry.filename.endswith(f"-{variant_label(entry.variant)}.whl")
-        assert entry.label == variant_label(entry.variant)
+    groups = assert_consistent(tmp_path / "site", catalog)
+    assert {g.variant for g in groups} == set(variants)
+    for group in groups:
+        assert all(filename.endswith(f"-{variant_label(group.variant)}.whl") for _, filename, *_ in group.files)
+        assert group.label == variant_label(group.variant)
     index_file = json.loads((live(tmp_path / "site") / "hvd_selector-0.1.0-variants.json").read_text())
     assert set(index_file["variants"]) == {variant_label(v) for v in variants}
     # The standard providers' terms wherever they are exact; our namespace only for what no standard covers.
@@ -122,7 +126,7 @@ def test_publish_layout_and_read_back(tmp_path: Path, catalog: Catalog) -> None:
     root_page = json.loads((tmp_path / "site/simple/index.json").read_text())
     assert root_page["projects"] == [{"name": "hvd-selector"}]
     # The labelled file holds the very bytes that were built (what the backend hands pip).
-    assert {e.sha256 for e in entries} == {publish.sha256_of(w) for w in wheels}
+    assert {sha256 for g in groups for _, _, _, sha256, _ in g.files} == {publish.sha256_of(w) for w in wheels}
 
 
 def test_rerun_is_idempotent_and_adding_keeps_what_was_there(tmp_path: Path, catalog: Catalog) -> None:
@@ -136,7 +140,7 @@ def test_rerun_is_idempotent_and_adding_keeps_what_was_there(tmp_path: Path, cat
     second = make_wheel(tmp_path / "b", catalog.parse_variant(MPI), catalog)
     more = publish.publish([second], site, catalog, progress=False)
     assert more.changed and len(more.added) == 1
-    assert len(assert_consistent(site, catalog)) == 2
+    assert wheel_count(assert_consistent(site, catalog)) == 2
     generations = list((site / "simple" / "hvd-selector").glob(publish.GENERATION_PREFIX + "*"))
     assert len(generations) == 2, "the new generation and the one a reader may still hold"
     assert not [p for p in site.rglob("*") if p.is_symlink()], "plain files: any static server, any copy"
@@ -153,7 +157,7 @@ def test_published_names_are_immutable(tmp_path: Path, catalog: Catalog) -> None
             [other, make_wheel(tmp_path / "c", catalog.parse_variant(MPI), catalog)], site, catalog, progress=False
         )
     assert (site / "simple/hvd-selector/index.json").read_bytes() == before
-    assert len(assert_consistent(site, catalog)) == 1
+    assert wheel_count(assert_consistent(site, catalog)) == 1
 
 
 @pytest.mark.parametrize("crash_at", ["store", "generation", "swap"])
@@ -185,10 +189,11 @@ def test_a_crash_at_any_step_leaves_a_consistent_index(
     with pytest.raises(KeyboardInterrupt):
         publish.publish(new, site, catalog, progress=False)
     monkeypatch.undo()
-    entries = assert_consistent(site, catalog)
-    assert [e.variant for e in entries] == [catalog.parse_variant(CPU)], "readers still see the old index"
+    groups = assert_consistent(site, catalog)
+    assert [g.variant for g in groups] == [catalog.parse_variant(CPU)], "readers still see the old index"
+    assert wheel_count(groups) == 1
     done = publish.publish(new, site, catalog, progress=False)
-    assert done.changed and len(assert_consistent(site, catalog)) == 3
+    assert done.changed and wheel_count(assert_consistent(site, catalog)) == 3
 
 
 def test_progress_bar_on_a_terminal_and_lines_in_a_log() -> None:
@@ -231,9 +236,9 @@ def test_cli_publish_only_serves_over_http(tmp_path: Path, catalog: Catalog) -> 
     site = tmp_path / "site"
     assert main(["build-variants", "--publish-only", str(tmp_path / "wheelhouse"), "--index", str(site)]) == 0
     with serve(site) as url:
-        entries = list(variant_index.read_index(f"{url}/simple", catalog))
-    assert {e.variant for e in entries} == {catalog.parse_variant(CPU), catalog.parse_variant(GPU)}
-    assert all(e.url.startswith(url) for e in entries)
+        groups = variant_index.read_index_groups(f"{url}/simple", catalog)
+    assert {g.variant for g in groups} == {catalog.parse_variant(CPU), catalog.parse_variant(GPU)}
+    assert all(link.startswith(url) for g in groups for _, _, link, _, _ in g.files)
 
 
 @functools.lru_cache(maxsize=1)
@@ -274,15 +279,15 @@ def test_builder_builds_repairs_and_publishes_a_reduced_matrix(
     assert "lists 3 files (2 new)" in out.out
     kept = sorted(p.name for p in house.rglob("*.whl"))
     assert len(kept) == 2 and all("manylinux_" in name for name in kept), "only repaired wheels are kept"
-    entries = assert_consistent(site, catalog)
-    assert {e.variant for e in entries} == {catalog.parse_variant(CPU), catalog.parse_variant(MPI)}
-    for entry in entries:
-        assert "manylinux_" in entry.filename, "auditwheel repaired it"
-        with zipfile.ZipFile(live(site) / entry.filename) as archive:
+    groups = assert_consistent(site, catalog)
+    assert {g.variant for g in groups} == {catalog.parse_variant(CPU), catalog.parse_variant(MPI)}
+    for group, (_, filename, *_) in ((g, file) for g in groups for file in g.files):
+        assert "manylinux_" in filename, "auditwheel repaired it"
+        with zipfile.ZipFile(live(site) / filename) as archive:
             libs = [n for n in archive.namelist() if ".libs/" in n]
-        if entry.variant["tensor_ops"] == "mpi":
+        if group.variant["tensor_ops"] == "mpi":
             assert not any("libmpi" in n for n in libs), "libmpi comes from the mpi extra, never the wheel"
-            with zipfile.ZipFile(live(site) / entry.filename) as archive:
+            with zipfile.ZipFile(live(site) / filename) as archive:
                 core = next(n for n in archive.namelist() if "/_core" in n and n.endswith(".so"))
                 (tmp_path / "core.so").write_bytes(archive.read(core))
             needed = subprocess.run(["readelf", "-d", str(tmp_path / "core.so")], capture_output=True, text=True)
@@ -322,8 +327,9 @@ def test_builder_keeps_nccl_out_of_a_cuda_variant(tmp_path: Path, catalog: Catal
         pytest.skip(f"cannot build a CUDA 13 variant here: {why}")
     site = tmp_path / "site"
     assert main(["build-variants", "--index", str(site), "--wheelhouse", str(tmp_path / "wh"), "--variant", GPU]) == 0
-    (entry,) = assert_consistent(site, catalog)
-    with zipfile.ZipFile(live(site) / entry.filename) as archive:
+    (group,) = assert_consistent(site, catalog)
+    ((_, filename, *_),) = group.files
+    with zipfile.ZipFile(live(site) / filename) as archive:
         names = archive.namelist()
         plugin = next(n for n in names if n.endswith("libhvd_nccl.so"))
         (tmp_path / "plugin.so").write_bytes(archive.read(plugin))

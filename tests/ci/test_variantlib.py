@@ -240,7 +240,7 @@ def test_the_backend_still_reads_an_earlier_release_index(tmp_path: Path, catalo
     from selector_backend.install import variant_index
 
     location = _legacy_index(tmp_path, "hvd-selector-0.1.0-variants.json", LEGACY)
-    entries = {e.label: e.variant for e in variant_index.read_index(str(location), catalog)}
+    entries = {g.label: g.variant for g in variant_index.read_index_groups(str(location), catalog)}
     assert entries["c0ffee01"] == catalog.parse_variant(
         "target=x86_64_v3 cuda=13 cuda_arch=80 tensor_ops=nccl controllers=gloo frameworks=pytorch"
     )
@@ -256,7 +256,7 @@ def test_an_unknown_schema_is_refused_with_one_line(tmp_path: Path, catalog: Cat
     doc = {**LEGACY, "$schema": "https://variants-schema.wheelnext.dev/v9.0.0.json"}
     location = _legacy_index(tmp_path, "hvd_selector-0.1.0-variants.json", doc)
     with pytest.raises(ExternalError, match=r"unsupported variant schema .*upgrade hvd-selector"):
-        list(variant_index.read_index(str(location), catalog))
+        variant_index.read_index_groups(str(location), catalog)
 
 
 def test_the_runtime_package_decodes_every_variant_json_as_the_engine_wrote_it(

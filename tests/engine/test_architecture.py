@@ -1,16 +1,24 @@
-"""The package map the Architecture page describes, checked: what each audience may import."""
+"""The package map the Architecture page describes, checked: what each audience may import, and
+that the project's imports run in no circle."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
+import networkx as nx
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "selector_backend"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "selector_backend"
+ARCHITECTURE_PAGE = ROOT / "docs" / "project" / "architecture.md"
+PROJECT_PACKAGES = ("selector_backend", "hvd_selector", "devtools")
 SUBPACKAGES = ("engine", "files", "detect", "install", "publishing", "interop", "cli", "jobs")
 
 
@@ -22,7 +30,7 @@ def test_every_subpackage_says_what_it_owns(name: str) -> None:
     assert exported, f"selector_backend.{name} has no __all__"
     modules = {p.stem for p in (PACKAGE / name).glob("*.py") if not p.stem.startswith("_")}
     modules |= {p.name for p in (PACKAGE / name).iterdir() if (p / "__init__.py").is_file()}
-    if name != "detect":  # detect exports its one entry point, detect_host
+    if name != "detect":  # detect exports its entry points, detect_host and host_profile_for
         assert exported == modules, f"selector_backend.{name}.__all__ lists its modules: {sorted(modules)}"
 
 
@@ -44,38 +52,161 @@ def test_a_command_module_that_fails_to_import_is_an_error(monkeypatch: pytest.M
         main.build_parser(None)
 
 
-def _imports(path: Path) -> set[str]:
-    """selector_backend subpackages (or top-level modules) a module imports, lazily or not."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-        names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
-        for name in names:
-            parts = name.split(".")
-            if parts[0] == "selector_backend" and len(parts) > 1:
-                found.add(parts[1])
-            elif parts == ["selector_backend"] and isinstance(node, ast.ImportFrom):
-                found.update(a.name for a in node.names)
-    return found
+class Import(NamedTuple):
+    """One project module naming a module in an import statement."""
+
+    importer: str
+    target: str  # a project module, or as written for any other
+    where: str  # path:line
+    type_only: bool  # under ``if TYPE_CHECKING:``: never runs
+    project: bool  # the target is one of the project's modules
 
 
-#: What each audience may import (the table on docs/project/architecture.md); ``TYPE_CHECKING``
-#: imports count too, except settings in the engine (``select`` is typed by the model it is given).
-MAY_IMPORT = {
-    "engine": {"errors", "records", "files", "PACKAGE_DIR"},
-    "files": {"errors", "records"},
-    "settings": {"engine", "files", "detect", "errors", "records", "install"},
-    "detect": {"engine", "settings", "errors", "records", "files"},
-    "install": {"engine", "settings", "files", "detect", "errors", "records", "PACKAGE_DIR"},
-    "publishing": {"engine", "install", "settings", "files", "detect", "errors", "records", "PACKAGE_DIR"},
-    "interop": {"engine", "settings", "files", "detect", "errors", "records", "PACKAGE_DIR"},
-    "jobs": set(),
-}
-TYPE_ONLY = {"engine": {"settings"}}
+@functools.cache
+def project_modules() -> dict[str, Path]:
+    """Every module of the project's packages by dotted name; a ``.pyi`` stands for a compiled module."""
+    modules: dict[str, Path] = {}
+    for package in PROJECT_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py*")):
+            if path.suffix in (".py", ".pyi"):
+                parts = path.relative_to(ROOT).with_suffix("").parts
+                modules.setdefault(".".join(parts[:-1] if parts[-1] == "__init__" else parts), path)
+    return modules
 
 
-@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+@functools.cache
+def project_imports() -> tuple[Import, ...]:
+    """Every import in a project module, wherever the statement stands: at module level, in a
+    function (a lazy import runs when the function does) or under ``TYPE_CHECKING``.
+
+    ``from a.b import c`` names the module ``a.b.c`` if there is one, else ``a.b``. Importing a
+    module first runs the packages above it; those the importer is not itself inside count as
+    imported too (its own are already running: a package that imports its modules is no circle).
+    """
+    modules = project_modules()
+    found = []
+    for name, path in modules.items():
+        if path.suffix != ".py":
+            continue
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typed = {
+            id(node)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and _is_type_checking(block.test)
+            for statement in block.body
+            for node in ast.walk(statement)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                named = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    package = here.split(".")[: len(here.split(".")) - node.level + 1]
+                    base = ".".join([*package, base] if base else package)
+                named = [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            for written in named:
+                dotted = written
+                while dotted and dotted not in modules:
+                    dotted = dotted.rpartition(".")[0]
+                if not dotted:
+                    found.append(Import(name, written, where, id(node) in typed, False))
+                parts = dotted.split(".")
+                for depth in range(1, len(parts) + 1):
+                    target = ".".join(parts[:depth])
+                    if target and target != name and not name.startswith(target + "."):
+                        found.append(Import(name, target, where, id(node) in typed, True))
+    return tuple(found)
+
+
+def test_the_project_imports_in_no_circle() -> None:
+    """Each circle of imports is named with the line of each of its imports; none is allowed."""
+    graph = nx.DiGraph()
+    for item in project_imports():
+        if item.project:
+            graph.add_edge(item.importer, item.target, where=item.where)
+    circles = []
+    for component in sorted(map(sorted, nx.strongly_connected_components(graph))):
+        if len(component) > 1:
+            edges = nx.find_cycle(graph.subgraph(component), source=component[0])
+            circles.append(" -> ".join([edges[0][0], *(f"{b} ({graph.edges[a, b]['where']})" for a, b in edges)]))
+    assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+def test_the_backend_takes_archspec_packaging_and_tomli_from_vendored() -> None:
+    """Whatever pip's build process can import runs from the sdist with nothing installed, so it takes
+    the three through ``selector_backend.vendored`` (the sdist's copies), never by their own names."""
+    from selector_backend.vendored import VENDORED
+
+    runs = [item for item in project_imports() if not item.type_only]
+    graph = nx.DiGraph((item.importer, item.target) for item in runs if item.project)
+    backend = "selector_backend.install.backend"
+    reached = {backend, *nx.descendants(graph, backend)}
+    direct = [
+        f"{item.where} imports {item.target}"
+        for item in runs
+        if item.importer in reached and not item.project and item.target.split(".")[0] in VENDORED
+    ]
+    assert not direct, "import these through selector_backend.vendored.import_module:\n" + "\n".join(direct)
+
+
+def _room(module: str) -> str:
+    """The part of the package map a selector_backend module belongs to: its subpackage or
+    top-level module, or ``PACKAGE_DIR`` for the package itself (which holds only that)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "PACKAGE_DIR"
+
+
+@functools.cache
+def package_map() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+    """package -> (what it may import, what it may import for types only), read from the package map
+    table of the Architecture page: its one statement of the rule."""
+    lines = ARCHITECTURE_PAGE.read_text(encoding="utf-8").splitlines()
+    start = lines.index("| package | audience | owns | may import |") + 2
+    table: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        package, _, _, may = (cell.strip() for cell in line.strip("|").split(" | "))
+        name = package.strip("`/")
+        if may == "everything":
+            continue
+        items = [] if may == "nothing" else re.findall(r"`([\w.]+)`( \([^)]*\))?", may)
+        assert may == "nothing" or items, f"{ARCHITECTURE_PAGE.name}: {name}: cannot read {may!r}"
+        allowed = frozenset(item for item, note in items if "types only" not in note)
+        table[name] = (allowed, frozenset(item for item, note in items if "types only" in note))
+    return table
+
+
+def test_the_package_map_names_every_package() -> None:
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    rows = [line for line in ARCHITECTURE_PAGE.read_text(encoding="utf-8").splitlines() if line.startswith("| `")]
+    listed = {row.split("`")[1].strip("/") for row in rows}
+    assert packages <= listed, f"{ARCHITECTURE_PAGE.name}: the package map lacks {sorted(packages - listed)}"
+
+
+@pytest.mark.parametrize("package", sorted(package_map()))
 def test_each_audience_imports_only_what_the_map_allows(package: str) -> None:
-    for path in sorted((PACKAGE / package).rglob("*.py")):
-        extra = _imports(path) - MAY_IMPORT[package] - {package} - TYPE_ONLY.get(package, set())
-        assert not extra, f"{path.relative_to(PACKAGE.parent)} imports selector_backend.{sorted(extra)}"
+    allowed, types_only = package_map()[package]
+    for item in project_imports():
+        if not (
+            item.project
+            and item.importer.startswith("selector_backend.")
+            and item.target.split(".")[0] == "selector_backend"
+        ):
+            continue
+        room = _room(item.target)
+        if _room(item.importer) == package and room not in {package, *allowed}:
+            assert item.type_only and room in types_only, (
+                f"{item.where} imports {item.target}: {package} may not import {room} ({ARCHITECTURE_PAGE.name})"
+            )

@@ -103,4 +103,4 @@ def test_no_source_build_raises_the_reason(catalog: Any) -> None:
     selection = select_with(parse_selector(None, catalog), catalog, Sources.fixed(power))
     assert selection.source_build is None
     with pytest.raises(Exception, match="no catalog target runs on host CPU power9le"):
-        selection.require_source_build(catalog)
+        selection.require_source_build()

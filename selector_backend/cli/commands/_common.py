@@ -68,8 +68,8 @@ def selection_from_args(args: argparse.Namespace) -> tuple[Settings, Catalog, Se
 
     Bad input (settings, catalog, selector) fails before detection runs.
     """
+    from selector_backend.detect import host_profile_for
     from selector_backend.engine.select import Sources, select
-    from selector_backend.settings import host_profile_for
 
     settings = settings_from_args(args)
     catalog = catalog_from_args(args)

@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from selector_backend.settings import host_profile_for
+    from selector_backend.detect import host_profile_for
 
     host = host_profile_for(settings_from_args(args))
     if args.json:

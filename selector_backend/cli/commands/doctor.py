@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     ]
     nccl = nccl_problems(installed, host)
     runs = compat.compatible(findings) and not nccl
-    best = selection.require_source_build(catalog)
+    best = selection.require_source_build()
     report: dict[str, Any] = {
         "installed": {"variant": installed.to_json(), "label": label, "variant_json": str(path)},
         "runs_here": runs,

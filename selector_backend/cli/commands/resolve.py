@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from selector_backend.cli.commands._common import add_resolution_arguments, catalog_from_args, settings_from_args
 
@@ -19,45 +19,6 @@ NAME = "resolve"
 EXPLAIN_TOP = 10
 EXPLAIN_WHEELS = 3  # wheels shown under each candidate without --all
 HELP = "rank the prebuilt variants for this machine (or --host-profile) and select the best"
-
-#: The flags a command line may hold for ``main`` to parse it without argparse (and what argparse would set
-#: for them), with every option's default: ``resolve --json`` is what scripts run, and argparse with its
-#: help formatter costs a cold start more than ranking does. tests/engine/test_cli_fast_path.py checks
-#: these against add_arguments.
-FAST_FLAGS = {"--json": "json", "--explain": "explain", "--all": "all", "--require-prebuilt": "require_prebuilt"}
-FAST_DEFAULTS: dict[str, Any] = {
-    "json": False,
-    "explain": False,
-    "all": False,
-    "require_prebuilt": False,
-    "index_url": None,
-    "host_profile": None,
-    "selector": None,
-    "catalog": None,
-    "config_setting": [],
-}
-
-
-FAST_OPTIONS = {"--index-url": "index_url"}  # options with a value the fast path takes
-
-
-def fast_args(argv: list[str]) -> dict[str, Any] | None:
-    """The parsed options of ``resolve ARGV`` where argparse is not needed for them; None otherwise."""
-    flags: list[str] = []
-    values: dict[str, str] = {}
-    args = iter(argv)
-    for arg in args:
-        name, eq, value = arg.partition("=")
-        if name not in FAST_OPTIONS:
-            flags.append(arg)
-            continue
-        value = value if eq else next(args, "")
-        if not value or value.startswith("-") or FAST_OPTIONS[name] in values:
-            return None  # a missing value, one argparse may read as an option, a repeat: argparse decides
-        values[FAST_OPTIONS[name]] = value
-    if len(set(flags)) != len(flags) or not set(flags) <= FAST_FLAGS.keys() or {"--json", "--explain"} <= set(flags):
-        return None  # repeats, --help, mistakes and conflicts: argparse says what is wrong
-    return {**FAST_DEFAULTS, "config_setting": [], **{FAST_FLAGS[f]: True for f in flags}, **values}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,24 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import gc
-
-    # Reading an index allocates tens of thousands of objects that live to the end of this one-shot
-    # command: the cycle collector would walk them again and again and find nothing to free.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _run(args)
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _run(args: argparse.Namespace) -> int:
+    from selector_backend.detect import host_profile_for
     from selector_backend.engine.select import Sources, select
     from selector_backend.engine.sources import catalog_matrix
     from selector_backend.errors import NothingFitsError
-    from selector_backend.settings import host_profile_for
 
     settings = settings_from_args(args)
     catalog = catalog_from_args(args)

@@ -134,7 +134,7 @@ def _spec(args: argparse.Namespace) -> int:
 
     _, catalog, selection = selection_from_args(args)
     host, selector = selection.host, selection.selector
-    variant = selection.require_source_build(catalog)
+    variant = selection.require_source_build()
     package = args.package or catalog.spack_package
     version = args.pkg_version if args.pkg_version is not None else default_version(package, catalog)
     spec = variant_to_spec(variant, package, version)
@@ -181,11 +181,11 @@ def _parse(args: argparse.Namespace) -> int:
 
 
 def _pick(args: argparse.Namespace) -> int:
+    from selector_backend.detect import host_profile_for
     from selector_backend.engine.select import select
     from selector_backend.errors import NothingFitsError
     from selector_backend.interop.spack.listing import load_listing
     from selector_backend.interop.spack.pick import pick_of, spack_catalog, spack_sources
-    from selector_backend.settings import host_profile_for
 
     settings = settings_from_args(args)
     catalog = catalog_from_args(args)

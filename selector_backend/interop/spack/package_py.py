@@ -16,7 +16,7 @@ import contextlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from packaging.version import parse as parse_version
 
@@ -25,7 +25,6 @@ from selector_backend.engine.catalog import Catalog
 from selector_backend.errors import InputError
 from selector_backend.files import safeparse
 from selector_backend.files.tomlfile import load_toml
-from selector_backend.records import NamedTuple
 
 #: Spack variants that are catalog axes of the same name (cuda/cuda_arch are CudaPackage's).
 PLAIN_VARIANTS = ("frameworks", "controllers", "tensor_ops")
