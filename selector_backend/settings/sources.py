@@ -2,7 +2,8 @@
 
 Highest first: ``-C``/command line > ``HVD_SELECTOR_*`` environment >
 config file (``$HVD_SELECTOR_CONFIG``, else the user file over the system
-file) > ``[tool.hvd-selector]`` in pyproject.toml > the model's default.
+file) > ``[tool.hvd-selector]`` in pyproject.toml > an installed copy's
+install record (the index it came from) > the model's default.
 Each source turns its own representation (TOML tables, variable names, ``-C``
 keys) into ``(option, raw value, where)``; unknown names are errors with a
 suggestion. The chain applies them lowest first and records where each value
@@ -21,6 +22,7 @@ from selector_backend.errors import InputError, did_you_mean
 from selector_backend.settings.model import ENV_PREFIX, OPTIONS, OPTIONS_BY_NAME, OTHER_ENV, HostFacts, Option, Settings
 
 Raw = tuple[Option, Any, str]  # option, raw value, where it came from
+RECORDED = "the install record (hvd_selector_origin.json)"
 
 
 def config_file_candidates(env: Mapping[str, str] | None = None) -> list[Path]:
@@ -98,10 +100,16 @@ def load_settings(
     *,
     pyproject: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    recorded: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """Merge every source in precedence order into one checked Settings value."""
+    """Merge every source in precedence order into one checked Settings value.
+
+    ``recorded``: an installed copy's defaults from its install record (the
+    variant index it came from), below every other source.
+    """
     env = os.environ if environ is None else environ
     chain = (
+        toml_source(recorded or {}, RECORDED),
         toml_source(pyproject or {}, "pyproject.toml [tool.hvd-selector]"),
         config_files_source(env),
         env_source(env),
