@@ -61,12 +61,21 @@ def config_files_source(env: Mapping[str, str]) -> Iterator[Raw]:
     """The system then the user config file, or only ``$HVD_SELECTOR_CONFIG`` (which must exist)."""
     from selector_backend.files.tomlfile import load_toml
 
+    explicit = env.get(ENV_PREFIX + "CONFIG")
     for path in config_file_candidates(env):
         if path.is_file():
             doc = load_toml(path)
             yield from toml_source(doc.data, str(path), doc.locate)
-        elif env.get(ENV_PREFIX + "CONFIG"):
-            raise InputError(f"{ENV_PREFIX}CONFIG={path}: no such file")
+            continue
+        named = f"{ENV_PREFIX}CONFIG={path}" if explicit else f"config file {path}"
+        if path.is_symlink() and not path.exists():
+            raise InputError(f"{named}: a link to {os.readlink(path)}, which does not exist (fix or remove the link)")
+        if path.is_dir():
+            raise InputError(f"{named}: a directory, not a TOML file")
+        if path.exists():
+            raise InputError(f"{named}: not a regular file")
+        if explicit:
+            raise InputError(f"{named}: no such file")
 
 
 def env_source(env: Mapping[str, str]) -> Iterator[Raw]:
