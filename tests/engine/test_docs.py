@@ -95,6 +95,8 @@ def test_cli_help_covers_every_command() -> None:
     for name in loaded:
         assert f"hvd-selector {name}" in helps
         assert "usage: hvd-selector" in helps[f"hvd-selector {name}"]
+    for sub in ("spec", "parse", "pick", "package"):  # a command's sub-commands have their own help
+        assert f"usage: hvd-selector spack {sub}" in helps[f"hvd-selector spack {sub}"]
 
 
 @pytest.fixture(scope="module")
