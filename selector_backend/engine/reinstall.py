@@ -10,8 +10,6 @@ and ``resolve`` on an installed copy ranks that index by default.
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,12 +30,16 @@ class InstallOrigin(NamedTuple):
     reason: str = ""
 
     def to_text(self) -> str:
+        import json
+
         data = {"index_urls": list(self.index_urls), "index_from": self.index_from, "plan": self.plan}
         return json.dumps({**data, "reason": self.reason}, indent=1) + "\n"
 
     @classmethod
     def from_text(cls, text: str) -> InstallOrigin | None:
         """The record, or None when it does not read as one (an older or damaged install)."""
+        import json
+
         try:
             data = json.loads(text)
             urls = data["index_urls"]
@@ -96,6 +98,12 @@ def _pip_urls(urls: Sequence[str]) -> list[str]:
     return [u if "://" in u else Path(u).expanduser().resolve().as_uri() for u in urls]
 
 
+def _join(words: list[str]) -> str:
+    import shlex  # only when a command is printed: not on a plain resolve's start
+
+    return shlex.join(words)
+
+
 def _requirement(installed: Installed | None, extra: str | None) -> str:
     name = f"{DIST}[{extra}]" if extra else DIST
     return f"{name}=={installed.version}" if installed is not None else name
@@ -126,18 +134,18 @@ def reinstall_command(installed: Installed | None, python: str, settings: Sequen
             cmd += ["-C", "index-url=" + " ".join(urls)]
     for item in settings:
         cmd += ["-C", item]
-    return shlex.join([*cmd, _requirement(installed, None)])
+    return _join([*cmd, _requirement(installed, None)])
 
 
 def extra_command(installed: Installed | None, python: str, extra: str) -> str:
     """The command that adds an extra's dependencies (an NCCL wheel) to the installed version."""
-    return shlex.join([*_installer(installed, python), _requirement(installed, extra)])
+    return _join([*_installer(installed, python), _requirement(installed, extra)])
 
 
 def uninstall_command(installed: Installed | None, python: str, dist: str) -> str:
     if installed is not None and installed.installer == "uv":
-        return shlex.join(["uv", "pip", "uninstall", "--python", python, dist])
-    return shlex.join([python, "-m", "pip", "uninstall", "-y", dist])
+        return _join(["uv", "pip", "uninstall", "--python", python, dist])
+    return _join([python, "-m", "pip", "uninstall", "-y", dist])
 
 
 def recorded_settings(installed: Installed | None) -> dict[str, Any]:

@@ -30,10 +30,8 @@ def test_a_cpu_build_on_a_gpu_host_is_flagged_with_the_gpu_build_that_fits(cli: 
         result.out
     )
     assert "the GPU build for this machine is target=x86_64_v3 cuda=12 cuda_arch=61 tensor_ops=nccl" in result.out
-    assert (
-        f"for the GPU build: {sys.executable} -m pip install --force-reinstall --no-deps --no-cache-dir -C selector=gpu-nvidia"
-        in (result.out)
-    )
+    reinstall = f"{sys.executable} -m pip install --force-reinstall --no-deps --no-cache-dir"
+    assert f"for the GPU build: {reinstall} -C selector=gpu-nvidia hvd-selector" in result.out
     report = json.loads(cli("doctor", "--json", "--variant-json", str(record), env=replay).out)
     assert report["runs_here"] is True and report["fix"] == []
     assert report["cpu_build_on_gpu_host"]["gpu_build"].startswith("target=x86_64_v3 cuda=12 cuda_arch=61")
