@@ -30,7 +30,7 @@ extensions = ["myst_parser", "hvd_tables"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
-templates_path: list[str] = []
+templates_path = ["_templates"]  # layout.html: a link to the navigation on narrow windows
 
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3

@@ -12,7 +12,14 @@ from collections.abc import Sequence
 
 from selector_backend.jobs.build_facts import BuildFacts
 
-REINSTALL = "pip install --no-cache-dir --force-reinstall hvd-selector"
+
+def reinstall_command() -> str:
+    """The command that installs the build for this machine into this environment, as printed."""
+    import sys
+
+    from selector_backend.engine.reinstall import installed, reinstall_command
+
+    return reinstall_command(installed(), sys.executable)
 
 
 def _cpuid_features() -> frozenset[str]:
@@ -69,8 +76,8 @@ def check_cpu(facts: BuildFacts, host_target: str | None = None) -> None:
     if not runs:
         raise ImportError(
             f"hvd_selector: this build targets {facts.target} but this CPU is {host}: {why}; "
-            f"reinstall the build for this machine: {REINSTALL} (--no-cache-dir matters: pip keys its wheel "
-            "cache by the sdist alone and would hand back this same build)"
+            f"reinstall the build for this machine: {reinstall_command()} (skipping the cache matters: pip keys "
+            "its wheel cache by the sdist alone and would hand back this same build)"
         )
 
 
@@ -83,6 +90,6 @@ def check_gpu(archs: Sequence[str], compute_capability: str) -> str:
         raise RuntimeError(
             f"GPU operations unavailable: this build has code for cuda_arch={','.join(archs) or 'none'} "
             f"which cannot run on a GPU of compute capability {compute_capability}; reinstall the build "
-            f"for this machine: {REINSTALL}[gpu-nvidia]"
+            f"for this machine: {reinstall_command()}"
         )
     return str(support)

@@ -57,7 +57,19 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
-def unknown_choice(what: str, word: str, choices: Iterable[str]) -> InputError:
-    """The standard 'unknown X' error with a suggestion and the valid set."""
+#: A choice list longer than this is not printed whole in an error line (there are ~100 CPU targets).
+LISTED_IN_FULL = 12
+
+
+def unknown_choice(what: str, word: str, choices: Iterable[str], listed_by: str | None = None) -> InputError:
+    """The standard 'unknown X' error with a suggestion and the valid set, or, for a long set,
+    the closest few and ``listed_by`` (the command that lists every one)."""
+    import difflib
+
     options = sorted(set(choices))
-    return InputError(f"unknown {what} {word!r}{did_you_mean(word, options)}; valid: {', '.join(options)}")
+    if len(options) <= LISTED_IN_FULL:
+        return InputError(f"unknown {what} {word!r}{did_you_mean(word, options)}; valid: {', '.join(options)}")
+    close = difflib.get_close_matches(word, options, n=5, cutoff=0.4)
+    nearest = f"; close: {', '.join(close)}" if close else ""
+    where = f": {listed_by}" if listed_by else ""
+    return InputError(f"unknown {what} {word!r}{did_you_mean(word, options)}{nearest} (all {len(options)}{where})")

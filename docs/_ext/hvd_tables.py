@@ -13,7 +13,7 @@ Directives (MyST: ```` ```{hvd-settings} ````):
 - ``hvd-extra-env`` — environment variables that are not settings (debugging, detection).
 - ``hvd-catalog-axes``, ``hvd-catalog-cuda-lines``, ``hvd-catalog-constraints``,
   ``hvd-catalog-requirements``, ``hvd-catalog-prebuilt`` — the variant catalog.
-- ``hvd-cli-help`` — ``hvd-selector COMMAND --help`` for every command.
+- ``hvd-cli-help`` — ``hvd-selector COMMAND [SUB-COMMAND] --help``, one section each.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import sys
 from collections.abc import Sequence
 from contextlib import redirect_stdout
@@ -115,22 +116,29 @@ def prebuilt_headers() -> list[str]:
     return ["entry", *_catalog().axes, "label"]
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(actions[0].choices) if actions else {}
+
+
 def cli_help() -> list[tuple[str, str]]:
-    """(command, help text) for the top level and every subcommand, at a fixed width."""
+    """(command, help text) for the top level, every command and every command's sub-commands
+    (``spack spec``, ...), each command before its own, at a fixed width."""
     from selector_backend.cli import main as cli
+
+    def walk(name: str, parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
+        buffer = io.StringIO()
+        with redirect_stdout(buffer):
+            parser.print_help()
+        out = [(name, buffer.getvalue())]
+        for sub, subparser in _subcommands(parser).items():
+            out += walk(f"{name} {sub}", subparser)
+        return out
 
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"
     try:
-        parser = cli.build_parser()
-        out = [("hvd-selector", parser.format_help())]
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        for name, subparser in sub.choices.items():
-            buffer = io.StringIO()
-            with redirect_stdout(buffer):
-                subparser.print_help()
-            out.append((f"hvd-selector {name}", buffer.getvalue()))
-        return out
+        return walk("hvd-selector", cli.build_parser())
     finally:
         if old is None:
             os.environ.pop("COLUMNS", None)
@@ -139,21 +147,57 @@ def cli_help() -> list[tuple[str, str]]:
 
 
 # ------------------------------------------------------------------ docutils
+#: Where a long inline name may wrap: after these (HVD_SELECTOR_<wbr>INDEX_<wbr>URL, a.<wbr>b.<wbr>c).
+NAME_BREAKS = re.compile(r"(?<=[._/])(?=[^._/])")
+#: Shorter inline code never wraps inside itself.
+LONG_NAME = 16
+
+
+def _breakable_literal(text: str) -> nodes.literal:
+    """Inline code a narrow column may wrap after a '.', '_' or '/', never inside a word or after a
+    hyphen; ``<wbr>`` is not copied with the text, as a zero-width space would be."""
+    node = nodes.literal(text)
+    parts = NAME_BREAKS.split(text) if len(text) > LONG_NAME else [text]
+    for i, part in enumerate(parts):
+        if i:
+            node += nodes.raw("", "<wbr>", format="html")
+        node += nodes.Text(part)
+    return node
+
+
+def break_long_names(app: Any, doctree: nodes.document, docname: str) -> None:
+    """Every long inline name of the prose (``selector_backend.engine.catalog.load_catalog``) gets the
+    same break points, so a phone wraps it instead of pushing the page wider than the screen."""
+    if app.builder.format != "html":
+        return
+    for literal in list(doctree.findall(nodes.literal)):
+        plain = len(literal.children) == 1 and isinstance(literal.children[0], nodes.Text)
+        if plain and len(literal.astext()) > LONG_NAME:
+            replacement = _breakable_literal(literal.astext())
+            literal.children = []
+            for child in replacement.children:
+                literal += child
+
+
 def make_table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], literal_columns: Sequence[int] = ()
+    headers: Sequence[str], rows: Sequence[Sequence[str]], literal_columns: Sequence[int] = (), cards: bool = False
 ) -> nodes.table:
-    table = nodes.table(classes=["hvd-generated"])
+    """A docutils table; ``cards``: on a narrow window (_static/wide.css) each row becomes a card, each
+    cell under its column's name (a label that is hidden in the table itself)."""
+    table = nodes.table(classes=["hvd-generated", "colwidths-auto", *(["hvd-cards"] if cards else [])])
     group = nodes.tgroup(cols=len(headers))
     table += group
     for _ in headers:
         group += nodes.colspec(colwidth=1)
 
-    def row_node(cells: Sequence[str], literal: Sequence[int]) -> nodes.row:
+    def row_node(cells: Sequence[str], literal: Sequence[int], labels: bool = False) -> nodes.row:
         row = nodes.row()
         for index, cell in enumerate(cells):
             entry = nodes.entry()
             para = nodes.paragraph()
-            para += nodes.literal(text=cell) if index in literal and cell else nodes.Text(cell)
+            if labels:
+                para += nodes.inline(text=f"{headers[index]}: ", classes=["hvd-label"])
+            para += _breakable_literal(cell) if index in literal and cell else nodes.Text(cell)
             entry += para
             row += entry
         return row
@@ -163,7 +207,7 @@ def make_table(
     group += head
     body = nodes.tbody()
     for cells in rows:
-        body += row_node(cells, literal_columns)
+        body += row_node(cells, literal_columns, labels=cards)
     group += body
     return table
 
@@ -172,17 +216,19 @@ class _TableDirective(Directive):
     has_content = False
     headers: Sequence[str] = ()
     literal: Sequence[int] = ()
+    cards = False
 
     def rows(self) -> list[list[str]]:
         raise NotImplementedError
 
     def run(self) -> list[nodes.Node]:
-        return [make_table(self.headers, self.rows(), self.literal)]
+        return [make_table(self.headers, self.rows(), self.literal, self.cards)]
 
 
 class SettingsTable(_TableDirective):
     headers = ("config file key", "environment variable", "-C / --config-setting", "default", "meaning")
     literal = (0, 1, 2)
+    cards = True
 
     def rows(self) -> list[list[str]]:
         return settings_rows(host_facts=False)
@@ -196,6 +242,7 @@ class HostFactsTable(SettingsTable):
 class ExtraEnvTable(_TableDirective):
     headers = ("environment variable", "meaning")
     literal = (0,)
+    cards = True
 
     def rows(self) -> list[list[str]]:
         return extra_env_rows()
@@ -240,14 +287,26 @@ class PrebuiltTable(_TableDirective):
 
 
 class CliHelp(Directive):
+    """One section per command (``hvd-selector resolve``), its sub-commands as sections inside it."""
+
     has_content = False
 
     def run(self) -> list[nodes.Node]:
-        out: list[nodes.Node] = []
+        top: list[nodes.Node] = []
+        parents: dict[str, nodes.section] = {}
         for command, text in cli_help():
-            out.append(nodes.rubric(text=command, ids=[nodes.make_id(f"cli-{command}")]))
-            out.append(nodes.literal_block(text, text, language="text"))
-        return out
+            section = nodes.section(ids=[nodes.make_id(f"cli-{command}")], names=[nodes.fully_normalize_name(command)])
+            title = nodes.title()
+            title += nodes.literal(text=command)
+            section += title
+            section += nodes.literal_block(text, text, language="text")
+            parent = parents.get(command.rsplit(" ", 1)[0]) if command.count(" ") > 1 else None
+            if parent is not None:
+                parent += section
+            else:
+                top.append(section)
+            parents[command] = section
+        return top
 
 
 def setup(app: Any) -> dict[str, Any]:
@@ -263,4 +322,5 @@ def setup(app: Any) -> dict[str, Any]:
         ("hvd-cli-help", CliHelp),
     ):
         app.add_directive(name, directive)
+    app.connect("doctree-resolved", break_long_names)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from selector_backend.errors import EXIT_INTERNAL, SelectorError
 
@@ -72,12 +72,30 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             print(f"{PROG} {_version()}")
             parser.exit(0)
 
-    parser = argparse.ArgumentParser(
+    class SuggestingParser(argparse.ArgumentParser):
+        """argparse's 'invalid choice' (a command, a sub-command, a --format) with the closest choice,
+        as every other unknown name gets (Python 3.14's suggest_on_error, for every Python)."""
+
+        def error(self, message: str) -> NoReturn:
+            import re
+
+            from selector_backend.errors import did_you_mean
+
+            bad = re.search(r"invalid choice: '?([^'\s]*)'? \(choose from (.*)\)$", message)
+            if bad:
+                choices = [c.strip().strip("'\"") for c in bad.group(2).split(",")]
+                hint = did_you_mean(bad.group(1), choices)
+                message = (
+                    message[: bad.start()] + f"invalid choice {bad.group(1)!r}{hint}; choose from {', '.join(choices)}"
+                )
+            super().error(message)
+
+    parser = SuggestingParser(
         prog=PROG,
         description="Detect this machine, pick the matching build of the hvd-selector collective "
         "library, and drive builds, CI matrices and Spack/Horovod settings from one variant catalog.",
-        epilog="Exit codes: 0 ok, 2 bad input, 3 nothing fits (with --require-prebuilt), "
-        "4 an outside failure (network, hash, toolchain). See docs/reference/cli.md.",
+        epilog="Exit codes: 0 ok, 2 bad input, 3 nothing fits or a check found a mismatch, 4 an outside "
+        "failure (network, hash, toolchain, build). `hvd-selector COMMAND --help` shows a command's options.",
     )
     parser.add_argument("--version", action=VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

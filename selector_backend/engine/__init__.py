@@ -16,6 +16,7 @@ detects nothing (a host arrives as a ``HostProfile``, candidates through a
 - ``wheelname``, ``wheel_tags``, ``variant_json``: the wheel formats the rules read.
 - ``nccl_pairing``: which NCCL a GPU build pairs with.
 - ``runtime``: the one function the installed runtime's import guard calls.
+- ``reinstall``: where an installed build came from (its install record) and the repair commands.
 """
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "host",
     "nccl_pairing",
     "policy",
+    "reinstall",
     "resolve",
     "runtime",
     "select",

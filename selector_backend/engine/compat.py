@@ -186,9 +186,8 @@ def cuda_code_used(archs: Sequence[str], host: HostProfile) -> tuple[int, ...]:
 def has_capability(capability: str, host: HostProfile, mpi_abi: str | None = None) -> Finding:
     """Does the host provide ``capability``? ``mpi_abi`` narrows "mpi" to one ABI family."""
     if capability == "nvidia_gpu":
-        gpus = host.nvidia_gpus()
-        if gpus:
-            return Finding(True, f"NVIDIA GPU present ({len(gpus)}x {gpus[0].name})")
+        if host.nvidia_gpus():
+            return Finding(True, f"NVIDIA GPU present ({host.describe_nvidia_gpus()})")
         return Finding(False, "no NVIDIA GPU detected")
     if capability == "mpi":
         mpi = host.library("mpi")

@@ -82,6 +82,14 @@ class HostProfile(NamedTuple):
     def nvidia_gpus(self) -> tuple[GpuInfo, ...]:
         return tuple(g for g in self.gpus if g.vendor == "nvidia")
 
+    def describe_nvidia_gpus(self, capability: bool = False) -> str:
+        """The NVIDIA GPUs as they are, counted per model: ``2x Tesla T4, 1x NVIDIA RTX A6000``."""
+        counts: dict[str, int] = {}
+        for gpu in self.nvidia_gpus():
+            name = f"{gpu.name} ({gpu.compute_capability})" if capability else gpu.name
+            counts[name] = counts.get(name, 0) + 1
+        return ", ".join(f"{n}x {name}" for name, n in counts.items())
+
     def library(self, name: str) -> LibraryInfo | None:
         return self.libraries.get(name)
 

@@ -10,6 +10,8 @@ pairs with the build they chose or found.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from selector_backend.engine.variant import Variant
 
 NCCL_WHEEL = {"12": "nvidia-nccl-cu12", "13": "nvidia-nccl-cu13"}
@@ -29,7 +31,15 @@ def extra_for(variant: Variant) -> str | None:
     return f"gpu-nvidia-cu{cuda}" if variant["tensor_ops"] == "nccl" and cuda in NCCL_WHEEL else None
 
 
-def pair_problems(variant: Variant, nccl_dists: list[str], driver_cuda: str | None) -> list[str]:
+class PairProblem(NamedTuple):
+    """Why a build and the installed NCCL wheels do not work, and what repairs it."""
+
+    reason: str
+    add_extra: str | None = None  # install this extra of the installed version (it brings the NCCL wheel)
+    uninstall: str | None = None  # uninstall this NCCL wheel (another line's)
+
+
+def pair_problems(variant: Variant, nccl_dists: list[str], driver_cuda: str | None) -> list[PairProblem]:
     """Why ``variant`` + the installed NCCL wheels do not work on a driver (empty: they do)."""
     extra = extra_for(variant)
     if extra is None:
@@ -40,12 +50,19 @@ def pair_problems(variant: Variant, nccl_dists: list[str], driver_cuda: str | No
     if cuda not in lines.values():
         have = ", ".join(nccl_dists) or "no NCCL wheel"
         problems.append(
-            f"this cuda={cuda} build needs {NCCL_WHEEL[cuda]} and the environment has {have} "
-            f"(pip install 'hvd-selector[{extra}]', or a system NCCL for CUDA {cuda})"
+            PairProblem(
+                f"this cuda={cuda} build needs {NCCL_WHEEL[cuda]} (the [{extra}] extra) or a system NCCL for "
+                f"CUDA {cuda}, and the environment has {have}",
+                add_extra=extra,
+            )
         )
     for dist, line in lines.items():
         if line is not None and line != cuda:
-            problems.append(f"{dist} is NCCL for CUDA {line}, not this cuda={cuda} build's line (pip uninstall {dist})")
+            problems.append(
+                PairProblem(f"{dist} is NCCL for CUDA {line}, not this cuda={cuda} build's line", uninstall=dist)
+            )
         if line is not None and driver_cuda is not None and int(driver_cuda.split(".")[0]) < int(line):
-            problems.append(f"{dist} needs a driver for CUDA {line}.0 or newer; this driver supports {driver_cuda}")
+            problems.append(
+                PairProblem(f"{dist} needs a driver for CUDA {line}.0 or newer; this driver supports {driver_cuda}")
+            )
     return problems

@@ -563,12 +563,6 @@ def _rank(variant: Variant, keys: dict[Variant, RankKey], catalog: Catalog, host
     return key
 
 
-GPU_HOST_HOWTO = (
-    "install it with the CUDA toolchain present: pip install hvd-selector -C build-policy=always-build "
-    "-C selector=gpu-nvidia (recipes/cuda/ installs the toolkit)"
-)
-
-
 def gpu_host_warning(
     host: HostProfile,
     selected: Ranked | None,
@@ -578,33 +572,45 @@ def gpu_host_warning(
 ) -> str | None:
     """The loud note when a host with NVIDIA GPUs gets no GPU build (DESIGN: never silently).
 
-    Says why each GPU build was rejected and which GPU source build would fit.
-    None when a GPU build was selected, the host has no NVIDIA GPU, or the
-    selector itself asked for a CPU build.
+    Says why the closest GPU build was rejected (how many were, and where to
+    see each) and which GPU source build would fit; a few hundred characters
+    however many GPU builds an index offers. None when a GPU build was
+    selected, the host has no NVIDIA GPU, or the selector itself asked for a
+    CPU build.
     """
     gpus = host.nvidia_gpus()
     if not gpus or selector.wants_gpu() is False:
         return None
     if selected is not None and selected.variant["cuda"] != "none":
         return None
-    names = ", ".join(sorted({f"{g.name} ({g.compute_capability})" for g in gpus}))
-    why: dict[Variant, str] = {}
-    for one in candidates:  # a variant may come from several sources or releases: say each once
-        if one.variant["cuda"] != "none" and not one.compatible and one.variant not in why:
-            why[one.variant] = one.first_failure() or ""
-    rejected = "; ".join(f"{format_variant(v)}: {reason}" for v, reason in why.items()) or "no GPU build is offered"
+    rejected: dict[Variant, str] = {}  # ranked order: the closest miss first
+    for one in candidates:  # a variant may come from several sources or releases: count it once
+        if one.variant["cuda"] != "none" and not one.compatible and one.variant not in rejected:
+            rejected[one.variant] = one.first_failure() or ""
+    if rejected:
+        (closest, reason), *_ = rejected.items()
+        more = f"; {len(rejected) - 1} more: hvd-selector resolve --explain" if len(rejected) > 1 else ""
+        why = (
+            f"none of the {len(rejected)} prebuilt GPU builds fits (closest: cuda={closest['cuda']} "
+            f"cuda_arch={','.join(closest.values_of('cuda_arch'))}: {reason}{more})"
+        )
+    else:
+        why = "no prebuilt GPU build is offered"
     got = "a CPU build" if selected is not None else "no build"
     try:
         gpu = gpu_build(host, catalog, str(selector.pins["cuda"]) if "cuda" in selector.pins else None)
     except Exception:
         gpu = None
     if gpu is None:
-        fit = "no GPU source build fits either (the driver's CUDA is unknown or older than every CUDA line)"
+        fit = "No GPU source build fits either (the driver's CUDA is unknown or older than every CUDA line)."
     else:
-        fit = f"a GPU source build would fit: cuda={gpu[0]} cuda_arch={','.join(gpu[1])}; {GPU_HOST_HOWTO}"
+        fit = (
+            f"A GPU source build would fit: cuda={gpu[0]} cuda_arch={','.join(gpu[1])}; pip install builds it "
+            f"where the CUDA {gpu[0]} toolkit (nvcc) and a C++ toolchain are installed."
+        )
     return (
-        f"WARNING: this host has {len(gpus)} NVIDIA GPU(s) [{names}, driver CUDA {host.cuda_driver or 'unknown'}] "
-        f"but gets {got}: no prebuilt GPU build fits. Why, per GPU build: {rejected}. {fit}"
+        f"WARNING: this host has {len(gpus)} NVIDIA GPU(s) [{host.describe_nvidia_gpus(capability=True)}, "
+        f"driver CUDA {host.cuda_driver or 'unknown'}] but gets {got}: {why}. {fit}"
     )
 
 

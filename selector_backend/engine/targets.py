@@ -26,8 +26,23 @@ def microarchitecture(name: str) -> Microarchitecture:
     """The archspec object for ``name``; an unknown name is an InputError."""
     targets = _targets()
     if name not in targets:
-        raise unknown_choice("CPU target", name, targets)
+        raise unknown_choice("CPU target", name, targets, listed_by=LIST_TARGETS)
     return targets[name]
+
+
+#: The command that prints every CPU target name (errors about a name point to it).
+LIST_TARGETS = "hvd-selector detect --targets"
+
+
+def target_names_by_family() -> dict[str, list[str]]:
+    """Every archspec microarchitecture name, grouped by family, each group from generic to specific."""
+    groups: dict[str, list[Microarchitecture]] = {}
+    for target in _targets().values():
+        groups.setdefault(str(target.family.name), []).append(target)
+    return {
+        family: [str(t.name) for t in sorted(members, key=lambda t: (len(t.ancestors), str(t.name)))]
+        for family, members in sorted(groups.items())
+    }
 
 
 def known_target(name: str) -> bool:

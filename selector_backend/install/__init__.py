@@ -7,7 +7,8 @@ pages (``index_groups``) for unchanged page bytes), then either hands pip a veri
 prebuilt wheel (``wheelcheck``) or builds exactly the chosen variant from
 source (``build``, ``cmake_config`` through scikit-build-core). ``plan_reuse``
 shares one decision between pip's hook processes; ``sdist`` and ``metadata``
-produce the distribution pip sees; ``console`` prints what a plain
+produce the distribution pip sees; ``origin_record`` adds the install
+record to the wheel pip installs; ``console`` prints what a plain
 ``pip install`` must show.
 """
 
@@ -20,6 +21,7 @@ __all__ = [
     "index_cache",
     "index_groups",
     "metadata",
+    "origin_record",
     "plan_reuse",
     "sdist",
     "variant_index",

@@ -219,7 +219,7 @@ def _decide(settings: Settings, editable: bool) -> Plan:
         why_not = f"the variant index could not be read ({unreadable[0]})"
     else:
         resolution = selection.resolution
-        gpu_source = _gpu_host_fallback(resolution, policy)
+        gpu_source = _gpu_host_fallback(resolution, policy, cpu_prebuilt=selection.chosen is not None)
         if gpu_source is not None:
             return Plan("source", gpu_source, resolution.notes[0], settings, host)
         if selection.chosen is not None:
@@ -265,34 +265,49 @@ def pinned_prebuilt(candidates: Any, pin: str, unreadable: list[ExternalError]) 
 CACHE_HINT = "pip install --no-cache-dir --force-reinstall"
 
 
-def _gpu_host_fallback(resolution: Any, policy: str | None) -> Any:
-    """On a GPU host with no fitting GPU prebuilt, ``auto`` builds the GPU source build
-    when the CUDA toolchain is here (else installs the CPU build, loudly).
+def _gpu_host_fallback(resolution: Any, policy: str | None, *, cpu_prebuilt: bool) -> Any:
+    """On a GPU host no GPU prebuilt fits: the GPU source build where the CUDA toolchain is here,
+    else the CPU prebuilt (``cpu_prebuilt``: one fits) only where the user is told so.
 
-    Returns that GPU variant, or None to go on with the CPU prebuilt; the
-    warning (resolve.gpu_host_warning) goes to the console either way.
+    Returns that GPU variant, or None to go on as the caller would (the CPU
+    prebuilt, or the source build the selector leaves, whose toolchain check
+    names what is missing). Never says "installing the CPU build" unless it
+    is. A CPU build for a GPU host must not be installed silently (DESIGN), and
+    pip and uv show a successful hook's output only with ``-v``: with no
+    terminal to tell (CI, ``docker build``) the install stops with the warning,
+    which pip then shows, and the one setting that asks for the CPU build.
     """
     from selector_backend.install.build import missing_toolchain
-    from selector_backend.install.console import notice
+    from selector_backend.install.console import notice, reaches_user
 
     warning = next((n for n in resolution.notes if n.startswith("WARNING: this host has")), None)
     if warning is None:
         return None
-    notice(warning)
     source = resolution.source_build
-    if (
-        policy == "never-build"
-        or source is None
-        or source["cuda"] == "none"
-        or resolution.selector.wants_gpu() is False
-    ):
+    gpu = source if source is not None and source["cuda"] != "none" else None
+    missing = missing_toolchain(gpu) if gpu is not None and policy != "never-build" else []
+    if gpu is not None and policy != "never-build" and not missing:
+        notice(warning)
+        notice("the CUDA toolchain is present: building the GPU source build instead of a CPU build")
+        return gpu
+    if not cpu_prebuilt:
+        notice(warning)  # no CPU build will be installed: the caller's source build or error says what happens
         return None
-    missing = missing_toolchain(source)
-    if missing:
-        notice(f"WARNING: installing the CPU build: the GPU source build needs {'; '.join(missing)}")
-        return None
-    notice("the CUDA toolchain is present: building the GPU source build instead of the CPU prebuilt")
-    return source
+    if gpu is None:
+        why = "no GPU build fits this host"
+    elif policy == "never-build":
+        why = "build-policy is never-build, so the GPU source build is not made"
+    else:
+        why = f"the GPU source build needs {'; '.join(missing)}"
+    notice(warning)
+    if not reaches_user():  # pip prints the captured lines of a failed build: the warning above, then this
+        raise NothingFitsError(
+            f"not installing the CPU build on a host with NVIDIA GPUs where no terminal shows the warning (pip "
+            f"shows a build's output only with -v or when it fails): {why}. To install the CPU build here, say "
+            "so: -C selector=cpu (or HVD_SELECTOR=cpu)"
+        )
+    notice(f"WARNING: installing the CPU build: {why} (-C selector=cpu says this is what you want)")
+    return None
 
 
 def _announce(plan: Plan) -> None:
@@ -413,14 +428,28 @@ def build_wheel(
     plan = make_plan(config_settings)
     _announce(plan)
     catalog = load_catalog()
+    name = None
     if plan.kind == "prebuilt":
         try:
-            return _install_prebuilt(plan, catalog, Path(wheel_directory))
+            name = _install_prebuilt(plan, catalog, Path(wheel_directory))
         except ExternalError as exc:
             if plan.must_fail(exc):
                 raise
             warn(f"prebuilt wheel unavailable ({exc}); falling back to a source build")
-    return build.build_wheel(plan.variant, catalog, wheel_directory)
+            plan = plan._replace(kind="source", reason=f"the prebuilt wheel was unavailable ({exc})")
+    if name is None:
+        name = build.build_wheel(plan.variant, catalog, wheel_directory)
+    _record_origin(Path(wheel_directory) / name, plan)
+    return name
+
+
+def _record_origin(wheel: Path, plan: Plan) -> None:
+    """The installed build will know the index it came from (``engine.reinstall``)."""
+    from selector_backend.engine.reinstall import InstallOrigin
+    from selector_backend.install.origin_record import add_origin
+
+    settings = plan.settings
+    add_origin(wheel, InstallOrigin(settings.index_url, settings.origins.get("index-url"), plan.kind, plan.reason))
 
 
 def _install_prebuilt(plan: Plan, catalog: Any, wheel_directory: Path) -> str:

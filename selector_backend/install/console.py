@@ -6,8 +6,10 @@ choice (which variant, prebuilt or source, and why) and every fallback (an
 index that could not be read, a wheel skipped) would stay invisible in a
 normal install. So while a PEP 517 hook runs, a notice also goes to the
 controlling terminal, ``/dev/tty``, when the process has one and stderr is
-not already it. Without a terminal (CI logs) notices stay in the captured
-stderr: ``pip install -v`` shows them, and a failed build prints them.
+not already it. Without a terminal (CI logs, ``docker build``) notices stay
+in the captured stderr: ``pip install -v`` shows them, and a failed build
+prints them, so a notice that must be seen there (a CPU build for a host with
+NVIDIA GPUs) fails the build instead (``reaches_user``).
 ``HVD_SELECTOR_QUIET=1`` keeps them off the terminal.
 """
 
@@ -32,17 +34,41 @@ def hook() -> Iterator[None]:
         _in_hook = previous
 
 
+def _quiet() -> bool:
+    return os.environ.get("HVD_SELECTOR_QUIET", "").strip() not in ("", "0")
+
+
+def _open_terminal() -> int:
+    return os.open("/dev/tty", os.O_WRONLY | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+
+
 def _to_terminal(line: str) -> None:
-    if not _in_hook or os.environ.get("HVD_SELECTOR_QUIET", "").strip() not in ("", "0"):
+    if not _in_hook or _quiet():
         return
     with contextlib.suppress(OSError, ValueError):
         if sys.stderr.isatty():
             return  # already on the terminal
-        fd = os.open("/dev/tty", os.O_WRONLY | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        fd = _open_terminal()
         try:
             os.write(fd, (line + "\n").encode("utf-8", "replace"))
         finally:
             os.close(fd)
+
+
+def reaches_user() -> bool:
+    """Whether a notice printed now is seen without ``-v``: stderr is a terminal (a direct run), or,
+    under a build frontend, the controlling terminal takes it. Not in CI logs or ``docker build``:
+    pip (23 to 26) and uv show a successful hook's output only when asked to be verbose."""
+    if _quiet() and _in_hook:
+        return False
+    with contextlib.suppress(OSError, ValueError):
+        if sys.stderr.isatty():
+            return True
+        if not _in_hook:
+            return False
+        os.close(_open_terminal())
+        return True
+    return False
 
 
 def notice(message: str) -> None:

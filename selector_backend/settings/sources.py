@@ -2,7 +2,8 @@
 
 Highest first: ``-C``/command line > ``HVD_SELECTOR_*`` environment >
 config file (``$HVD_SELECTOR_CONFIG``, else the user file over the system
-file) > ``[tool.hvd-selector]`` in pyproject.toml > the model's default.
+file) > ``[tool.hvd-selector]`` in pyproject.toml > an installed copy's
+install record (the index it came from) > the model's default.
 Each source turns its own representation (TOML tables, variable names, ``-C``
 keys) into ``(option, raw value, where)``; unknown names are errors with a
 suggestion. The chain applies them lowest first and records where each value
@@ -21,6 +22,7 @@ from selector_backend.errors import InputError, did_you_mean
 from selector_backend.settings.model import ENV_PREFIX, OPTIONS, OPTIONS_BY_NAME, OTHER_ENV, HostFacts, Option, Settings
 
 Raw = tuple[Option, Any, str]  # option, raw value, where it came from
+RECORDED = "the install record (hvd_selector_origin.json)"
 
 
 def config_file_candidates(env: Mapping[str, str] | None = None) -> list[Path]:
@@ -59,12 +61,21 @@ def config_files_source(env: Mapping[str, str]) -> Iterator[Raw]:
     """The system then the user config file, or only ``$HVD_SELECTOR_CONFIG`` (which must exist)."""
     from selector_backend.files.tomlfile import load_toml
 
+    explicit = env.get(ENV_PREFIX + "CONFIG")
     for path in config_file_candidates(env):
         if path.is_file():
             doc = load_toml(path)
             yield from toml_source(doc.data, str(path), doc.locate)
-        elif env.get(ENV_PREFIX + "CONFIG"):
-            raise InputError(f"{ENV_PREFIX}CONFIG={path}: no such file")
+            continue
+        named = f"{ENV_PREFIX}CONFIG={path}" if explicit else f"config file {path}"
+        if path.is_symlink() and not path.exists():
+            raise InputError(f"{named}: a link to {os.readlink(path)}, which does not exist (fix or remove the link)")
+        if path.is_dir():
+            raise InputError(f"{named}: a directory, not a TOML file")
+        if path.exists():
+            raise InputError(f"{named}: not a regular file")
+        if explicit:
+            raise InputError(f"{named}: no such file")
 
 
 def env_source(env: Mapping[str, str]) -> Iterator[Raw]:
@@ -98,10 +109,16 @@ def load_settings(
     *,
     pyproject: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    recorded: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """Merge every source in precedence order into one checked Settings value."""
+    """Merge every source in precedence order into one checked Settings value.
+
+    ``recorded``: an installed copy's defaults from its install record (the
+    variant index it came from), below every other source.
+    """
     env = os.environ if environ is None else environ
     chain = (
+        toml_source(recorded or {}, RECORDED),
         toml_source(pyproject or {}, "pyproject.toml [tool.hvd-selector]"),
         config_files_source(env),
         env_source(env),

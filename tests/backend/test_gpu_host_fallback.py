@@ -1,5 +1,6 @@
 """What ``auto`` installs on a GPU host no GPU prebuilt fits (DESIGN: never silently a CPU build):
-the GPU source build when the CUDA toolchain is here, else the CPU prebuilt, loudly."""
+the GPU source build when the CUDA toolchain is here, else the CPU prebuilt where a terminal
+takes the warning, else nothing (the install stops with the warning)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from selector_backend.engine.host import HostProfile
 from selector_backend.engine.policy import parse_selector
 from selector_backend.engine.resolve import resolve
 from selector_backend.engine.sources import catalog_matrix
-from selector_backend.install import backend
+from selector_backend.errors import NothingFitsError
+from selector_backend.install import backend, console
 from selector_backend.install.build import missing_toolchain
 
 # GTX 1080 (compute capability 6.1, NVIDIA's CUDA GPUs page) on the 535 driver (CUDA 12.2)
@@ -28,25 +30,54 @@ def test_auto_builds_the_gpu_source_build_when_the_toolchain_is_here(capsys: pyt
     assert resolution.selected.variant["cuda"] == "none"
     if missing_toolchain(resolution.source_build):
         pytest.skip(f"no CUDA toolchain here: {missing_toolchain(resolution.source_build)}")
-    chosen = backend._gpu_host_fallback(resolution, None)
+    chosen = backend._gpu_host_fallback(resolution, None, cpu_prebuilt=True)
     assert chosen is not None and chosen["cuda"] == "12" and chosen["cuda_arch"] == ("61",)
     err = capsys.readouterr().err
     assert "WARNING: this host has 1 NVIDIA GPU(s)" in err and "building the GPU source build" in err
 
 
-def test_auto_without_the_toolchain_keeps_the_cpu_build_loudly(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _hide_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setenv("CUDACXX", "/nonexistent/nvcc")
-    resolution = _resolution()
-    chosen = backend._gpu_host_fallback(resolution, None)
-    if chosen is not None:  # /usr/local/cuda/bin/nvcc is still found by absolute path
+    if not missing_toolchain(_resolution().source_build):  # /usr/local/cuda/bin/nvcc is still found by absolute path
         pytest.skip("a CUDA toolkit at /usr/local/cuda cannot be hidden from this test")
+
+
+def test_auto_without_the_toolchain_installs_the_cpu_build_where_it_can_say_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A terminal takes the warning (tests/backend/test_pip_visibility.py runs real pip on one)."""
+    _hide_cuda(monkeypatch)
+    monkeypatch.setattr(console, "reaches_user", lambda: True)
+    assert backend._gpu_host_fallback(_resolution(), None, cpu_prebuilt=True) is None
     err = capsys.readouterr().err
     assert "WARNING: this host has 1 NVIDIA GPU(s)" in err and "WARNING: installing the CPU build" in err
 
 
-def test_never_build_and_cpu_selector_never_switch_to_a_source_build() -> None:
-    assert backend._gpu_host_fallback(_resolution(), "never-build") is None
-    assert backend._gpu_host_fallback(_resolution("cpu"), None) is None
+def test_auto_without_the_toolchain_or_a_terminal_stops(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CI and docker build: nobody would see the warning, so the install stops with it (exit 3)."""
+    _hide_cuda(monkeypatch)
+    monkeypatch.setattr(console, "reaches_user", lambda: False)
+    with pytest.raises(NothingFitsError) as stop:
+        backend._gpu_host_fallback(_resolution(), None, cpu_prebuilt=True)
+    assert "not installing the CPU build" in str(stop.value) and "-C selector=cpu" in str(stop.value)
+    err = capsys.readouterr().err  # pip prints a failed build's captured lines: the warning is among them
+    assert "WARNING: this host has 1 NVIDIA GPU(s)" in err and "WARNING: installing the CPU build" not in err
+
+
+def test_no_cpu_build_to_install_never_says_installing_the_cpu_build(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """gpu-nvidia (or an index with no CPU build that fits): the GPU source build is what follows, not a CPU build."""
+    _hide_cuda(monkeypatch)
+    assert backend._gpu_host_fallback(_resolution("gpu-nvidia"), None, cpu_prebuilt=False) is None
+    err = capsys.readouterr().err
+    assert "WARNING: this host has 1 NVIDIA GPU(s)" in err and "CPU build" not in err.split("but gets no build")[1]
+
+
+def test_never_build_and_cpu_selector_never_switch_to_a_source_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(console, "reaches_user", lambda: True)
+    assert backend._gpu_host_fallback(_resolution(), "never-build", cpu_prebuilt=True) is None
+    assert backend._gpu_host_fallback(_resolution("cpu"), None, cpu_prebuilt=True) is None

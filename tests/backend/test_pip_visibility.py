@@ -4,7 +4,9 @@ pip captures a build backend's stderr and prints it only with ``-v`` or when
 the hook fails. The backend's choice and fallbacks must still be visible, so
 while a hook runs they also go to the controlling terminal (``console``).
 These tests run stock pip on a pseudo-terminal, as a user's shell would, and
-read what the terminal shows.
+read what the terminal shows; and with no terminal at all (a new session with
+pipes, as CI and ``docker build`` run it), where the one notice that must be
+seen (a CPU build for a host with NVIDIA GPUs) stops the install instead.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import pty
 import select
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -98,3 +101,95 @@ def test_a_hostile_index_ends_pip_with_one_clear_line(index: HostileIndex, tmp_p
     local = ("catalog-memos",)  # the checkout's catalog, parsed: nothing from the index
     assert not [p for p in cache.rglob("*") if p.is_file() and p.suffix != ".lock" and p.parent.name not in local]
     assert seconds < 40, f"{seconds:.1f} s\n{shown}"  # pip start-up + 2 hooks x (2 attempts x 2 s + back-off)
+
+
+GTX1080 = REPO / "tests" / "data" / "nvml" / "gtx1080.json"  # recorded NVML answers: Pascal 6.1, driver CUDA 12.2
+
+
+def pip_install(index: HostileIndex, target: Path, cache: Path, *settings: str) -> list[str]:
+    """``pip install`` (no -v) of the checkout into ``target``, with the backend's settings."""
+    argv = pip_wheel(index, target, cache, *settings)
+    argv[argv.index("wheel") : argv.index("-w") + 2] = ["install", "--no-deps", "--no-build-isolation", "--target"]
+    argv.insert(argv.index("--target") + 1, str(target))
+    argv.insert(argv.index("--no-build-isolation") + 1, "--no-cache-dir")
+    return argv
+
+
+def no_terminal(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as CI or ``docker build`` does: a new session (no controlling terminal), pipes only."""
+    return subprocess.run(
+        argv,
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        start_new_session=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture()
+def gtx1080_without_cuda12(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A GTX 1080 host (recorded NVML answers) where the GPU source build cannot be made (no CUDA 12 nvcc)."""
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.install.build import missing_toolchain
+
+    catalog = load_catalog()
+    gpu_build = catalog.parse_variant("target=x86_64 cuda=12 cuda_arch=61 tensor_ops=nccl", fill_defaults=True)
+    if not missing_toolchain(gpu_build):
+        pytest.skip("this machine can build the CUDA 12 source build, which auto then installs")
+    return clean_env(TERM="dumb", HVD_SELECTOR_NVML_REPLAY=str(GTX1080))
+
+
+def test_a_gpu_host_getting_the_cpu_build_is_told_in_pip_output_without_a_terminal(
+    index: HostileIndex, tmp_path: Path, gtx1080_without_cuda12: dict[str, str]
+) -> None:
+    """No -v, no terminal (a new session, pipes only): pip shows nothing of a successful build, so the
+    install stops with the warning, which pip then prints; the CPU build needs saying so."""
+    index.publish(make_wheel())
+    env = {**gtx1080_without_cuda12, "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    argv = pip_install(index, tmp_path / "site", tmp_path / "cache")
+    proc = no_terminal(argv, env)
+    shown = proc.stdout + proc.stderr
+    assert proc.returncode != 0, shown
+    assert "WARNING: this host has 1 NVIDIA GPU(s) [1x NVIDIA GeForce GTX 1080 (6.1), driver CUDA 12.2]" in shown
+    assert "A GPU source build would fit: cuda=12 cuda_arch=61" in shown and "-C selector=cpu" in shown, shown
+    assert "WARNING: installing the CPU build" not in shown and "Traceback" not in shown, shown
+    assert not (tmp_path / "site").exists() or not any((tmp_path / "site").iterdir())
+    proc = no_terminal([*argv[:-1], "-C", "selector=cpu", argv[-1]], env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "site" / "hvd_selector_stub").is_dir() and "NVIDIA GPU" not in proc.stdout + proc.stderr
+
+
+def test_a_gpu_host_getting_the_cpu_build_is_told_on_the_terminal(
+    index: HostileIndex, tmp_path: Path, gtx1080_without_cuda12: dict[str, str]
+) -> None:
+    """Where a terminal takes the warning, auto installs the CPU build and says so, once, with the reason."""
+    index.publish(make_wheel())
+    env = {**gtx1080_without_cuda12, "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    rc, shown, _ = on_terminal(pip_install(index, tmp_path / "site", tmp_path / "cache"), env)
+    assert rc == 0, shown
+    assert "WARNING: this host has 1 NVIDIA GPU(s) [1x NVIDIA GeForce GTX 1080 (6.1)" in shown, shown
+    assert "WARNING: installing the CPU build: the GPU source build needs" in shown, shown
+    assert "selected prebuilt target=x86_64" in shown and (tmp_path / "site" / "hvd_selector_stub").is_dir()
+
+
+def test_uv_shows_the_same_stop_without_a_terminal(
+    index: HostileIndex, tmp_path: Path, gtx1080_without_cuda12: dict[str, str]
+) -> None:
+    """uv, like pip, shows a build backend's output only when the build fails (or with -v)."""
+    import shutil
+
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed")
+    index.publish(make_wheel())
+    env = {**gtx1080_without_cuda12, "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "UV_NO_CACHE": "1"}
+    argv = [uv, "pip", "install", "--python", sys.executable, "--target", str(tmp_path / "site"), "--no-deps"]
+    argv += ["--no-build-isolation", "-C", f"index-url={index.index_url}", "-C", f"cache-dir={tmp_path / 'cache'}"]
+    proc = no_terminal([*argv, str(REPO)], env)
+    shown = proc.stdout + proc.stderr
+    assert proc.returncode != 0, shown
+    assert "WARNING: this host has 1 NVIDIA GPU(s) [1x NVIDIA GeForce GTX 1080 (6.1)" in shown, shown
+    assert "-C selector=cpu" in shown, shown

@@ -1,7 +1,8 @@
 """``-C variant-label=LABEL[:SHA256]``: a lock of one prebuilt binary, through the PEP 517 hooks in-process.
 
-The same pin on every host that can run the wheel hands pip the very bytes the
-index lists (sha256); a host that cannot run it gets one line and exit 3, and
+The same pin on every host that can run the wheel hands pip the very wheel the
+index lists (its sha256 verified): every member byte for byte, plus the install
+record the backend adds (``install/origin_record.py``); a host that cannot run it gets one line and exit 3, and
 never another wheel or a source build. Hosts are given as the backend's own
 host facts (``HVD_SELECTOR_TARGET``).
 """
@@ -11,12 +12,14 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import Catalog, load_catalog
+from selector_backend.engine.reinstall import ORIGIN_FILE
 from selector_backend.engine.variant import variant_label
 from selector_backend.install import backend
 from selector_backend.publishing import publish
@@ -84,12 +87,32 @@ def test_a_pin_made_on_a_v4_host_installs_the_same_bytes_wherever_they_run(
 ) -> None:
     site, pins = index
     label, sha256 = pins[V4]
+    (published,) = (p for p in site.rglob(f"*-{label}.whl") if hashlib.sha256(p.read_bytes()).hexdigest() == sha256)
     for n, host in enumerate(("x86_64_v4", "sapphirerapids", "zen4")):
         wheel = _install(site, f"{label}:{sha256}", tmp_path / f"out{n}", monkeypatch, host, tmp_path / f"c{n}")
-        assert hashlib.sha256(wheel.read_bytes()).hexdigest() == sha256, host
+        assert_pinned_wheel(wheel, published, host)
     # a label alone pins the variant; the index's sha256 still verifies the download
     wheel = _install(site, label, tmp_path / "plain", monkeypatch, "x86_64_v4", tmp_path / "c-plain")
-    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == sha256
+    assert_pinned_wheel(wheel, published, "label only")
+
+
+def members(wheel: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(wheel) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def assert_pinned_wheel(wheel: Path, published: Path, host: str) -> None:
+    """``wheel`` is the published file's members, byte for byte, plus the install record (and its RECORD row)."""
+    got, want = members(wheel), members(published)
+    assert hashlib.sha256(published.read_bytes()).hexdigest() != hashlib.sha256(wheel.read_bytes()).hexdigest()
+    record = next(name for name in want if name.endswith(".dist-info/RECORD"))
+    origin = record.replace("RECORD", ORIGIN_FILE)
+    assert set(got) == set(want) | {origin}, host
+    assert {n: b for n, b in got.items() if n not in (record, origin)} == {
+        n: b for n, b in want.items() if n != record
+    }, host
+    added = set(got[record].decode().splitlines()) - set(want[record].decode().splitlines())
+    assert [row.split(",")[0] for row in added] == [origin], host
 
 
 @pytest.mark.parametrize(

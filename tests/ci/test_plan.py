@@ -19,7 +19,7 @@ from selector_backend.publishing import fleet as planning
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"
-FLEET = DATA / "fleet.json"
+FLEET = Path(__file__).resolve().parents[2] / "examples" / "fleet.json"  # the fleet the docs plan
 
 
 def by_host(result: planning.Plan) -> dict[str, str | None]:

@@ -3,6 +3,12 @@
 A fenced ``console`` block right after ``<!-- runnable -->`` (or
 ``<!-- runnable: docs-venv -->`` to run inside the session's fresh virtual
 environment) holds ``$ command`` lines, each followed by the output it shows.
+``<!-- runnable: NAME=VALUE ... -->`` runs it with those variables set, which the
+reader does not see: recorded NVML answers for the machine the page describes
+(``HVD_SELECTOR_NVML_REPLAY=tests/data/nvml/gtx1080.json``; a value under
+``tests/`` or ``examples/`` is a path in the repository), its CPU
+(``HVD_SELECTOR_TARGET=icelake``). Outside the docs venv ``hvd-selector`` is the
+checkout's, and ``examples/`` is the repository's.
 A line ``...`` matches any number of lines, ``...`` inside a line any text.
 A ``python`` block after ``<!-- runnable: 2 ranks -->`` runs as a 2-rank job
 (``hvd-selector run -np 2``) in the docs venv and must exit 0.
@@ -29,9 +35,14 @@ class Step:
 class Block:
     page: str
     line: int
-    mode: str  # "", "docs-venv" or "2 ranks"
+    mode: str  # "", "docs-venv", "2 ranks", or NAME=VALUE assignments
     lang: str
     text: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The NAME=VALUE assignments of the mark (none for the named modes)."""
+        return dict(word.split("=", 1) for word in self.mode.split() if "=" in word)
 
     @property
     def id(self) -> str:

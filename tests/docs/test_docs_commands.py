@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
@@ -36,6 +37,7 @@ def docs_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     target = "aarch64" if platform.machine() == "aarch64" else "x86_64"
     quickstart.build_local_index(work / "build" / "quickstart", [f"target={target} tensor_ops=gloo controllers=gloo"])
+    (work / "examples").symlink_to(ROOT / "examples")  # the docs' examples/host profiles, as in a checkout
     return work
 
 
@@ -46,7 +48,7 @@ def docs_venv(docs_work: Path) -> Path:
     return env_dir
 
 
-def block_env(block: Block, docs_venv: Path) -> dict[str, str]:
+def block_env(block: Block, docs_venv: Path, docs_work: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HVD_SELECTOR", "VIRTUAL_ENV", "PYTHONPATH"))}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     if block.mode in ("docs-venv", "2 ranks"):
@@ -54,7 +56,21 @@ def block_env(block: Block, docs_venv: Path) -> dict[str, str]:
         env["PATH"] = f"{docs_venv / 'bin'}{os.pathsep}{env['PATH']}"
     else:
         env["PYTHONPATH"] = str(ROOT)  # `python -m selector_backend` from the checkout
+        env["PATH"] = f"{checkout_command(docs_work)}{os.pathsep}{env['PATH']}"
+    for name, value in block.env.items():
+        env[name] = str(ROOT / value) if value.startswith(("tests/", "examples/")) else value
     return env
+
+
+def checkout_command(docs_work: Path) -> Path:
+    """A bin/ whose ``hvd-selector`` is the checkout's ``python -m selector_backend``."""
+    bindir = docs_work / "checkout-bin"
+    if not bindir.is_dir():
+        bindir.mkdir()
+        shim = bindir / "hvd-selector"
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m selector_backend "$@"\n')
+        shim.chmod(0o755)
+    return bindir
 
 
 def test_the_docs_mark_runnable_blocks() -> None:
@@ -64,7 +80,7 @@ def test_the_docs_mark_runnable_blocks() -> None:
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
 def test_runnable_block(block: Block, docs_work: Path, docs_venv: Path) -> None:
-    env = block_env(block, docs_venv)
+    env = block_env(block, docs_venv, docs_work)
     if block.lang == "python":
         source = docs_work / f"block-{block.line}.py"
         source.write_text(block.text + "\n")

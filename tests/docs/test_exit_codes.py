@@ -115,7 +115,8 @@ def trigger_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent: str) ->
     variant.write_text(variant_json.dumps(catalog.parse_variant("target=neoverse_v1", fill_defaults=True), catalog))
     doctor = hvd(tmp_path, "doctor", "--variant-json", str(variant))
     record(3, "doctor mismatch", doctor, error_line=False)  # a report on stdout, not an error
-    assert "fix: pip install --no-cache-dir --force-reinstall" in doctor.stdout
+    fix = f"fix: {sys.executable} -m pip install --force-reinstall --no-deps --no-cache-dir hvd-selector"
+    assert fix in doctor.stdout
     refused = socket.socket()
     refused.bind(("127.0.0.1", 0))
     port = refused.getsockname()[1]

@@ -66,9 +66,10 @@ def test_gpu_nvidia_brings_no_nccl_of_a_fixed_line() -> None:
     catalog = load_catalog()
     cuda12 = catalog.parse_variant("target=x86_64_v3 cuda=12 cuda_arch=80 tensor_ops=nccl", fill_defaults=True)
     problems = pair_problems(cuda12, ["nvidia-nccl-cu13"], "12.2")
-    assert any("needs nvidia-nccl-cu12" in p for p in problems)
-    assert any("driver for CUDA 13.0" in p for p in problems)
-    assert any("gpu-nvidia-cu12" in p for p in pair_problems(cuda12, [], "12.2"))
+    assert any("needs nvidia-nccl-cu12" in p.reason and p.add_extra == "gpu-nvidia-cu12" for p in problems)
+    assert any("driver for CUDA 13.0" in p.reason for p in problems)
+    assert any(p.uninstall == "nvidia-nccl-cu13" for p in problems)
+    assert [p.add_extra for p in pair_problems(cuda12, [], "12.2")] == ["gpu-nvidia-cu12"]
 
 
 def test_cpu_builds_need_no_nccl() -> None:

@@ -55,7 +55,7 @@ def test_guard_checks_the_real_cpu_under_qemu(
     assert lines[0].startswith(f"IMPORTERROR hvd_selector: this build targets x86_64_v4 but this CPU is {cpu}")
     missing = lines[0].split("host lacks ", 1)[1]
     assert all(feature in missing for feature in lacks), lines[0]
-    assert "pip install --no-cache-dir --force-reinstall hvd-selector" in lines[0]
+    assert "-m pip install --force-reinstall --no-deps --no-cache-dir hvd-selector" in lines[0]
     assert lines[1] == "core not loaded"  # the guard ran before any native code
 
 

@@ -54,7 +54,9 @@ def settings_from_args(args: argparse.Namespace, pyproject: Mapping[str, Any] | 
         cli["host-profile"] = args.host_profile
     if getattr(args, "selector", None) is not None:
         cli["selector"] = args.selector
-    return load_settings(cli, pyproject=pyproject)
+    from selector_backend.engine.reinstall import installed, recorded_settings
+
+    return load_settings(cli, pyproject=pyproject, recorded=recorded_settings(installed()))
 
 
 def catalog_from_args(args: argparse.Namespace) -> Catalog:

@@ -13,11 +13,21 @@ HELP = "detect this machine (CPU, GPUs, driver, MPI/NCCL/Gloo, os, libc, python)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the HostProfile JSON")
+    parser.add_argument(
+        "--targets", action="store_true", help="list every CPU target name a setting or host profile accepts"
+    )
     add_resolution_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from selector_backend.detect import host_profile_for
+
+    if args.targets:
+        from selector_backend.engine.targets import target_names_by_family
+
+        for family, names in target_names_by_family().items():
+            print(f"{family}: {' '.join(names)}")
+        return 0
 
     host = host_profile_for(settings_from_args(args))
     if args.json:

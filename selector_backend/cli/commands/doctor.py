@@ -1,22 +1,26 @@
-"""``doctor``: does the installed build fit this machine, and if not, the one fixing command.
+"""``doctor``: does the installed build fit this machine, and if not, the commands that fix it.
 
 pip's wheel cache keys a built wheel by the sdist alone, so a wheel built on
 one machine can be reused on another (or a venv copied across machines). The
 import guard stops a mismatch at import time; doctor explains it up front.
+Each command it prints works as printed: this interpreter's installer, the
+variant index the install recorded (``engine.reinstall``), the installed
+version, and for NCCL the extra that brings it. A CPU build on a host with
+NVIDIA GPUs runs, but is flagged with the GPU build that would fit.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from selector_backend.cli.commands._common import add_resolution_arguments, selection_from_args
 
 NAME = "doctor"
-HELP = "check the installed hvd-selector build against this machine; print the command that fixes a mismatch"
-REINSTALL = "pip install --no-cache-dir --force-reinstall hvd-selector"
+HELP = "check the installed hvd-selector build against this machine; print the commands that fix a mismatch"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +42,7 @@ def installed_variant_json() -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-def nccl_problems(installed: Any, host: Any) -> list[str]:
+def nccl_problems(installed: Any, host: Any) -> list[Any]:
     """An NCCL build needs the NCCL wheel of its CUDA line (or a system NCCL); see nccl_pairing."""
     from selector_backend.detect.libraries import installed_wheels
     from selector_backend.engine.nccl_pairing import NCCL_WHEEL, extra_for, pair_problems
@@ -52,52 +56,101 @@ def nccl_problems(installed: Any, host: Any) -> list[str]:
     return pair_problems(installed, wheels, host.cuda_driver)
 
 
+def gpu_build_advice(selection: Any, catalog: Any, dist: Any) -> dict[str, Any] | None:
+    """For a CPU build on a host with NVIDIA GPUs: the GPU build that fits, what building it needs, the command."""
+    from selector_backend.engine.reinstall import reinstall_command
+    from selector_backend.engine.variant import format_variant
+    from selector_backend.errors import SelectorError
+    from selector_backend.install.build import missing_toolchain
+
+    if not selection.host.nvidia_gpus() or selection.selector.wants_gpu() is False:
+        return None  # no GPU, or the user's selector asks for a CPU build
+    try:
+        best = selection.require_source_build()
+    except SelectorError:
+        best = None
+    if best is None or best["cuda"] == "none":
+        why = selection.resolution.notes[0] if selection.resolution.notes else "no GPU build fits this host"
+        return {"gpu_build": None, "needs": [], "command": None, "why": why}
+    return {
+        "gpu_build": format_variant(best),
+        "needs": missing_toolchain(best, selection.host),
+        # gpu-nvidia: the index's GPU build, else the GPU source build, never the CPU build again
+        "command": reinstall_command(dist, sys.executable, ["selector=gpu-nvidia"]),
+        "why": None,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     from selector_backend.engine import compat, variant_json
+    from selector_backend.engine.reinstall import extra_command, installed, reinstall_command, uninstall_command
     from selector_backend.engine.variant import format_variant
     from selector_backend.errors import EXIT_NOTHING_FITS, InputError
     from selector_backend.files.safeparse import read_bytes
 
     _, catalog, selection = selection_from_args(args)
     host = selection.host
+    dist = installed()
     path = args.variant_json or installed_variant_json()
     if path is None:
         raise InputError(
-            "no installed hvd-selector build with a variant.json was found in this environment; "
-            f"install it first: {REINSTALL}"
+            "no installed hvd-selector build with a variant.json was found in this environment; install it first "
+            "(docs: Installing; pip install --extra-index-url <your variant index> hvd-selector)"
         )
-    label, installed = variant_json.parse(read_bytes(path, "variant.json"), catalog, source=str(path))
-    findings = compat.check_variant(installed, catalog, host)
+    label, build = variant_json.parse(read_bytes(path, "variant.json"), catalog, source=str(path))
+    findings = compat.check_variant(build, catalog, host)
     findings = [f for f in findings if "prebuilt MPI builds use" not in f.reason] + [
-        f for f in compat.check_requirements(installed, catalog, host, prebuilt=False) if not f.ok
+        f for f in compat.check_requirements(build, catalog, host, prebuilt=False) if not f.ok
     ]
-    nccl = nccl_problems(installed, host)
-    runs = compat.compatible(findings) and not nccl
+    nccl = nccl_problems(build, host)
+    fits = compat.compatible(findings)
+    runs = fits and not nccl
+    fixes = [] if fits else [reinstall_command(dist, sys.executable)]
+    for problem in nccl:
+        if problem.add_extra:
+            fixes.append(extra_command(dist, sys.executable, problem.add_extra))
+        if problem.uninstall:
+            fixes.append(uninstall_command(dist, sys.executable, problem.uninstall))
+    gpu = gpu_build_advice(selection, catalog, dist) if runs and build["cuda"] == "none" else None
     best = selection.require_source_build()
+    index_recorded = dist is not None and dist.origin is not None and bool(dist.origin.index_urls)
     report: dict[str, Any] = {
-        "installed": {"variant": installed.to_json(), "label": label, "variant_json": str(path)},
+        "installed": {"variant": build.to_json(), "label": label, "variant_json": str(path)},
         "runs_here": runs,
-        "reasons": [f.reason for f in findings] + nccl,
+        "reasons": [f.reason for f in findings] + [p.reason for p in nccl],
         "exact_build_for_this_machine": best.to_json(),
-        "fix": None if runs else REINSTALL,
+        "fix": fixes,
+        "index_recorded": index_recorded,
+        "cpu_build_on_gpu_host": gpu,
     }
     if args.json:
         print(json.dumps(report, indent=2))
-    else:
-        print(f"installed: {format_variant(installed)} (variant {label}, {path})")
-        for finding in findings:
-            print(f"  {'+' if finding.ok else '-'} {finding.reason}")
-        for problem in nccl:
-            print(f"  - {problem}")
-        if not runs:
-            print("problem: the installed build does not run on this machine")
+        return 0 if runs else EXIT_NOTHING_FITS
+    print(f"installed: {format_variant(build)} (variant {label}, {path})")
+    for finding in findings:
+        print(f"  {'+' if finding.ok else '-'} {finding.reason}")
+    for problem in nccl:
+        print(f"  - {problem.reason}")
+    if not runs:
+        print("problem: the installed build does not run on this machine")
+    elif gpu is not None:
+        print(
+            f"warning: this host has NVIDIA GPUs ({host.describe_nvidia_gpus(capability=True)}) and the installed "
+            "build is a CPU build: it runs, but operations on GPU tensors raise UnavailableError"
+        )
+        if gpu["command"] is None:
+            print(f"  {gpu['why']}")
         else:
-            print("ok: the installed build runs on this machine")
-            if best != installed:
-                print(
-                    f"note: an exact source build for this machine would be {format_variant(best)} "
-                    "(pip install --no-cache-dir --force-reinstall hvd-selector -C build-policy=always-build)"
-                )
-        if report["fix"]:
-            print(f"fix: {REINSTALL}")
+            needs = f"; building it needs {'; '.join(gpu['needs'])}" if gpu["needs"] else ""
+            print(f"  the GPU build for this machine is {gpu['gpu_build']}{needs}")
+            print(f"for the GPU build: {gpu['command']}")
+    else:
+        print("ok: the installed build runs on this machine")
+        if best != build:
+            always = reinstall_command(dist, sys.executable, ["build-policy=always-build"])
+            print(f"note: an exact source build for this machine would be {format_variant(best)} ({always})")
+    for command in fixes:
+        print(f"fix: {command}")
+    if (fixes or gpu) and dist is not None and not index_recorded:
+        print("note: this install recorded no variant index; add --extra-index-url with the one you installed from")
     return 0 if runs else EXIT_NOTHING_FITS

@@ -38,7 +38,7 @@ print the best one to `spack install /HASH`, or, when none fits, the spec to
 build instead (exit 3 with --require-prebuilt)."""
 
 PACKAGE_DESCRIPTION = """\
-Print, write (--write) or check (--check, exit 2 on drift) the Spack recipe
+Print, write (--write) or check (--check, exit 3 on drift) the Spack recipe
 spack/packages/<spack_package>/package.py, generated from the variant catalog
 and spack/sdists.toml (the sha256 of each published sdist)."""
 

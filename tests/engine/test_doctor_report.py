@@ -1,0 +1,59 @@
+"""``doctor`` from a source checkout: what it reports about a build, with recorded NVML answers for the GPUs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from selector_backend.engine import variant_json
+from selector_backend.engine.catalog import load_catalog
+
+from .engine_helpers import NVML, Cli
+
+
+def build_record(tmp_path: Path, variant: str) -> Path:
+    catalog = load_catalog()
+    path = tmp_path / "variant.json"
+    path.write_text(variant_json.dumps(catalog.parse_variant(variant, fill_defaults=True), catalog))
+    return path
+
+
+def test_a_cpu_build_on_a_gpu_host_is_flagged_with_the_gpu_build_that_fits(cli: Cli, tmp_path: Path) -> None:
+    """It runs (exit 0), but not "ok": the GTX 1080's GPU build and the command that asks for it."""
+    record = build_record(tmp_path, "target=x86_64 tensor_ops=gloo controllers=gloo")
+    replay = {"HVD_SELECTOR_NVML_REPLAY": str(NVML / "gtx1080.json"), "HVD_SELECTOR_TARGET": "skylake"}
+    result = cli("doctor", "--variant-json", str(record), env=replay)
+    assert result.rc == 0, result
+    assert "ok:" not in result.out, result.out
+    assert "warning: this host has NVIDIA GPUs (1x NVIDIA GeForce GTX 1080 (6.1)) and the installed build is a CPU" in (
+        result.out
+    )
+    assert "the GPU build for this machine is target=x86_64_v3 cuda=12 cuda_arch=61 tensor_ops=nccl" in result.out
+    reinstall = f"{sys.executable} -m pip install --force-reinstall --no-deps --no-cache-dir"
+    assert f"for the GPU build: {reinstall} -C selector=gpu-nvidia hvd-selector" in result.out
+    report = json.loads(cli("doctor", "--json", "--variant-json", str(record), env=replay).out)
+    assert report["runs_here"] is True and report["fix"] == []
+    assert report["cpu_build_on_gpu_host"]["gpu_build"].startswith("target=x86_64_v3 cuda=12 cuda_arch=61")
+    # the user asked for a CPU build: nothing to flag
+    chosen = cli("doctor", "--variant-json", str(record), "--selector", "cpu", env=replay)
+    assert chosen.rc == 0 and "ok: the installed build runs on this machine" in chosen.out, chosen.out
+
+
+def test_a_build_that_does_not_run_gets_a_fix_per_problem(cli: Cli, tmp_path: Path) -> None:
+    """An x86_64_v4 build on a Haswell (forced), a cuda=12 build with no NVIDIA NCCL wheel of its line."""
+    from selector_backend.detect.libraries import installed_wheels
+
+    record = build_record(tmp_path, "target=x86_64_v4 cuda=12 cuda_arch=90 tensor_ops=nccl")
+    env = {"HVD_SELECTOR_NVML_REPLAY": str(NVML / "h100.json"), "HVD_SELECTOR_TARGET": "haswell"}
+    result = cli("doctor", "--variant-json", str(record), "-C", "nccl=none", env=env)
+    assert result.rc == 3, result
+    fixes = [line.removeprefix("fix: ") for line in result.out.splitlines() if line.startswith("fix: ")]
+    python = sys.executable
+    expected = [
+        f"{python} -m pip install --force-reinstall --no-deps --no-cache-dir hvd-selector",
+        f"{python} -m pip install 'hvd-selector[gpu-nvidia-cu12]'",
+    ]
+    if "nvidia-nccl-cu13" in installed_wheels():  # this environment's (the test suite installs it): another line
+        expected.append(f"{python} -m pip uninstall -y nvidia-nccl-cu13")
+    assert fixes == expected, result.out
