@@ -24,6 +24,10 @@ void clear_process_sets();
 
 void set_last_error(const std::string& message);
 
+// A peer failed or timed out (any op, any thread): at shutdown the GPU
+// communicator is aborted instead of left with the peers (gpu_loader.cpp).
+void note_peer_failure();
+
 // Run fn, turning exceptions into a status + hvd_last_error().
 template <typename Fn>
 hvd_status wrap(Fn&& fn) {
@@ -32,6 +36,7 @@ hvd_status wrap(Fn&& fn) {
     return HVD_OK;
   } catch (const Error& exc) {
     set_last_error(exc.what());
+    if (exc.status() == HVD_ERR_PEER || exc.status() == HVD_ERR_TIMEOUT) note_peer_failure();
     return exc.status();
   } catch (const std::bad_alloc&) {
     set_last_error("out of memory");
