@@ -16,6 +16,10 @@ _NUMPY = {
     "float64": np.float64,
     "int32": np.int32,
     "int64": np.int64,
+    "uint8": np.uint8,
+    "int8": np.int8,
+    "int16": np.int16,
+    "bool": np.bool_,
 }
 
 

@@ -1,15 +1,27 @@
-"""ctypes mirror of native/include/hvd/nccl_plugin.h, so tests drive the plugin
-exactly as the core does: dlopen, hvd_nccl_plugin_get, then the table."""
+"""ctypes mirror of native/include/hvd/nccl_plugin.h (ABI 2), so tests drive the
+plugin exactly as the core does: dlopen, hvd_nccl_plugin_get, then the table."""
 
 from __future__ import annotations
 
 import ctypes
 from pathlib import Path
 
-ABI = 1
+ABI = 2
 UNIQUE_ID_BYTES = 128
-DTYPES = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3, "int32": 4, "int64": 5}
+DTYPES = {
+    "float16": 0,
+    "bfloat16": 1,
+    "float32": 2,
+    "float64": 3,
+    "int32": 4,
+    "int64": 5,
+    "uint8": 6,
+    "int8": 7,
+    "int16": 8,
+    "bool": 9,
+}
 OPS = {"sum": 0, "average": 1, "min": 2, "max": 3, "product": 4}
+STATUS = {1: "invalid", 3: "timeout", 4: "peer", 7: "internal"}  # hvd_plugin_status
 
 _c = ctypes
 _size_p = _c.POINTER(_c.c_size_t)
@@ -23,16 +35,28 @@ class PluginTable(_c.Structure):
         ("device_count", _c.CFUNCTYPE(_c.c_int)),
         ("compute_capability", _c.CFUNCTYPE(_c.c_int, _c.c_int, _c.POINTER(_c.c_int))),
         ("get_unique_id", _c.CFUNCTYPE(_c.c_int, _c.c_void_p)),
-        ("init", _c.CFUNCTYPE(_c.c_int, _c.c_int, _c.c_int, _c.c_void_p, _c.c_int)),
+        ("init", _c.CFUNCTYPE(_c.c_int, _c.c_int, _c.c_int, _c.c_void_p, _c.c_int, _c.c_double)),
         ("finalize", _c.CFUNCTYPE(_c.c_int)),
+        ("abort", _c.CFUNCTYPE(_c.c_int)),
         (
             "allreduce",
-            _c.CFUNCTYPE(_c.c_int, _c.c_void_p, _c.c_size_t, _c.c_int, _c.c_int, _c.c_double, _c.c_double, _c.c_void_p),
+            _c.CFUNCTYPE(
+                _c.c_int,
+                _c.c_void_p,
+                _c.c_void_p,
+                _c.c_size_t,
+                _c.c_int,
+                _c.c_int,
+                _c.c_double,
+                _c.c_double,
+                _c.c_void_p,
+            ),
         ),
         (
             "grouped_allreduce",
             _c.CFUNCTYPE(
                 _c.c_int,
+                _c.POINTER(_c.c_void_p),
                 _c.POINTER(_c.c_void_p),
                 _size_p,
                 _c.c_size_t,
@@ -51,7 +75,11 @@ class PluginTable(_c.Structure):
 
 
 class PluginError(RuntimeError):
-    pass
+    """A failed call: last_error()'s text, and the status code's name in `status`."""
+
+    def __init__(self, message: str, status: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Plugin:
@@ -68,7 +96,7 @@ class Plugin:
 
     def check(self, rc: int) -> None:
         if rc != 0:
-            raise PluginError(self.error())
+            raise PluginError(self.error(), STATUS.get(rc, f"unknown status {rc}"))
 
     def versions(self) -> str:
         return bytes(self.table.versions()).decode()
@@ -86,16 +114,28 @@ class Plugin:
         self.check(self.table.get_unique_id(buf))
         return buf.raw
 
-    def init(self, rank: int, size: int, unique_id: bytes, device: int) -> None:
-        self.check(self.table.init(rank, size, _c.c_char_p(unique_id), device))
+    def init(self, rank: int, size: int, unique_id: bytes, device: int, timeout: float = 60.0) -> None:
+        self.check(self.table.init(rank, size, _c.c_char_p(unique_id), device, timeout))
 
     def finalize(self) -> None:
         self.check(self.table.finalize())
 
+    def abort(self) -> None:
+        self.check(self.table.abort())
+
     def allreduce(
-        self, ptr: int, count: int, dtype: str, op: str = "sum", prescale: float = 1.0, postscale: float = 1.0
+        self,
+        ptr: int,
+        count: int,
+        dtype: str,
+        op: str = "sum",
+        prescale: float = 1.0,
+        postscale: float = 1.0,
+        out: int | None = None,
     ) -> None:
-        self.check(self.table.allreduce(ptr, count, DTYPES[dtype], OPS[op], prescale, postscale, None))
+        """Reduce `count` elements at `ptr` into `out` (None: in place)."""
+        recv = ptr if out is None else out
+        self.check(self.table.allreduce(ptr, recv, count, DTYPES[dtype], OPS[op], prescale, postscale, None))
 
     def grouped_allreduce(
         self,
@@ -105,11 +145,16 @@ class Plugin:
         op: str = "sum",
         prescale: float = 1.0,
         postscale: float = 1.0,
+        outs: list[int] | None = None,
     ) -> None:
-        bufs = (_c.c_void_p * len(ptrs))(*ptrs)
+        """Fused allreduce of the buffers at `ptrs` into `outs` (None: in place)."""
+        sends = (_c.c_void_p * len(ptrs))(*ptrs)
+        recvs = (_c.c_void_p * len(ptrs))(*(ptrs if outs is None else outs))
         sizes = (_c.c_size_t * len(counts))(*counts)
         self.check(
-            self.table.grouped_allreduce(bufs, sizes, len(ptrs), DTYPES[dtype], OPS[op], prescale, postscale, None)
+            self.table.grouped_allreduce(
+                sends, recvs, sizes, len(ptrs), DTYPES[dtype], OPS[op], prescale, postscale, None
+            )
         )
 
     def allgatherv(self, send: int, recv: int, recv_counts: list[int], dtype: str) -> None:
