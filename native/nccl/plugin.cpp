@@ -110,6 +110,7 @@ struct State {
   void* fusion = nullptr;
   size_t fusion_bytes = 0;
   cudaEvent_t fusion_free = nullptr;  // recorded after each use: the fusion buffer is reusable
+  cudaEvent_t produced = nullptr;     // recorded on the legacy default stream before each collective
 };
 
 State g_state;
@@ -250,6 +251,14 @@ int begin(int dtype, void* stream, Launch* out) {
   if (out->elem == 0) return fail(HVD_PLUGIN_ERR_INVALID, "unknown dtype " + std::to_string(dtype));
   CUDA_TRY(cudaSetDevice(g_state.device));
   out->stream = stream ? static_cast<cudaStream_t>(stream) : g_state.stream;
+  if (!stream) {
+    // The plugin's own stream does not synchronize with others: it first waits
+    // for the work queued on the legacy default stream, where PyTorch (and
+    // most code) computes tensors unless told otherwise, so NCCL reads them
+    // complete. Work on other streams is the caller's to finish first.
+    CUDA_TRY(cudaEventRecord(g_state.produced, cudaStreamLegacy));
+    CUDA_TRY(cudaStreamWaitEvent(out->stream, g_state.produced, 0));
+  }
   return 0;
 }
 
@@ -337,10 +346,12 @@ int finalize_locked() {
   if (g_state.stream) cudaStreamSynchronize(g_state.stream);  // aborted work ends at once
   if (g_state.fusion) cudaFree(g_state.fusion);
   if (g_state.fusion_free) cudaEventDestroy(g_state.fusion_free);
+  if (g_state.produced) cudaEventDestroy(g_state.produced);
   if (g_state.stream) cudaStreamDestroy(g_state.stream);
   g_state.fusion = nullptr;
   g_state.fusion_bytes = 0;
   g_state.fusion_free = nullptr;
+  g_state.produced = nullptr;
   g_state.stream = nullptr;
   g_state.device = -1;
   g_state.aborted.clear();
@@ -447,6 +458,7 @@ int init(int rank, int size, const void* unique_id, int device, double timeout_s
   g_state.device = device;
   cudaError_t err = cudaStreamCreateWithFlags(&g_state.stream, cudaStreamNonBlocking);
   if (err == cudaSuccess) err = cudaEventCreateWithFlags(&g_state.fusion_free, cudaEventDisableTiming);
+  if (err == cudaSuccess) err = cudaEventCreateWithFlags(&g_state.produced, cudaEventDisableTiming);
   if (err != cudaSuccess) {
     int status = cuda_fail("creating the plugin's stream", err);
     std::string reason = g_last_error;

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.nccl.cuda_driver import CudaDriver, numpy_dtype
-from tests.nccl.nccl_plugin_abi import DTYPES, Plugin, PluginError
+from devtools.cuda_driver import CudaDriver, numpy_dtype
+from devtools.nccl_plugin_abi import DTYPES, Plugin, PluginError
 
 TIMEOUT = 10.0
 

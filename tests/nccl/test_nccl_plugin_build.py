@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from devtools import hvd_nccl_build
+from devtools import hvd_nccl_build, nccl_plugin_abi
 
-from . import nccl_plugin_abi
 from .nccl_helpers import ROOT, TEST_VARIANT, toolchain_missing
 
 HAS_DRIVER = ctypes.util.find_library("cuda") is not None
@@ -54,7 +53,7 @@ def test_needs_only_nccl_at_run_time(built_plugin: hvd_nccl_build.Built) -> None
 
 _PROBE = """
 import json, sys
-from tests.nccl.nccl_plugin_abi import Plugin, PluginError
+from devtools.nccl_plugin_abi import Plugin, PluginError
 p = Plugin(sys.argv[1])
 out = {"abi": p.table.abi_version, "versions": p.versions(), "devices": p.device_count(),
        "why": p.error()}
@@ -82,7 +81,7 @@ def probe(built_plugin: hvd_nccl_build.Built) -> dict[str, object]:
     """Load the installed plugin in a fresh process with no LD_LIBRARY_PATH, so
     NCCL must be found through the plugin's RUNPATH as in a real install."""
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    env["PYTHONPATH"] = str(ROOT)  # the probe imports tests.nccl.nccl_plugin_abi
+    env["PYTHONPATH"] = str(ROOT)  # the probe imports devtools.nccl_plugin_abi
     proc = subprocess.run(
         [sys.executable, "-c", _PROBE, str(built_plugin.library)],
         capture_output=True,

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 from devtools import hvd_nccl_build
+from devtools.cuda_driver import CudaDriver, from_bfloat16, numpy_dtype, to_bfloat16
+from devtools.nccl_plugin_abi import DTYPES, Plugin, PluginError
 
-from .cuda_driver import CudaDriver, from_bfloat16, numpy_dtype, to_bfloat16
 from .nccl_helpers import ROOT
-from .nccl_plugin_abi import DTYPES, Plugin, PluginError
 
 pytestmark = pytest.mark.gpu
 HERE = Path(__file__).resolve().parent
