@@ -25,6 +25,7 @@ STATUS = {1: "invalid", 3: "timeout", 4: "peer", 7: "internal"}  # hvd_plugin_st
 
 _c = ctypes
 _size_p = _c.POINTER(_c.c_size_t)
+_REDUCE = (_c.c_int, _c.c_int, _c.c_double, _c.c_double, _c.c_void_p)  # dtype, op, prescale, postscale, stream
 
 
 class PluginTable(_c.Structure):
@@ -38,34 +39,10 @@ class PluginTable(_c.Structure):
         ("init", _c.CFUNCTYPE(_c.c_int, _c.c_int, _c.c_int, _c.c_void_p, _c.c_int, _c.c_double)),
         ("finalize", _c.CFUNCTYPE(_c.c_int)),
         ("abort", _c.CFUNCTYPE(_c.c_int)),
-        (
-            "allreduce",
-            _c.CFUNCTYPE(
-                _c.c_int,
-                _c.c_void_p,
-                _c.c_void_p,
-                _c.c_size_t,
-                _c.c_int,
-                _c.c_int,
-                _c.c_double,
-                _c.c_double,
-                _c.c_void_p,
-            ),
-        ),
+        ("allreduce", _c.CFUNCTYPE(_c.c_int, _c.c_void_p, _c.c_void_p, _c.c_size_t, *_REDUCE)),
         (
             "grouped_allreduce",
-            _c.CFUNCTYPE(
-                _c.c_int,
-                _c.POINTER(_c.c_void_p),
-                _c.POINTER(_c.c_void_p),
-                _size_p,
-                _c.c_size_t,
-                _c.c_int,
-                _c.c_int,
-                _c.c_double,
-                _c.c_double,
-                _c.c_void_p,
-            ),
+            _c.CFUNCTYPE(_c.c_int, _c.POINTER(_c.c_void_p), _c.POINTER(_c.c_void_p), _size_p, _c.c_size_t, *_REDUCE),
         ),
         ("allgatherv", _c.CFUNCTYPE(_c.c_int, _c.c_void_p, _c.c_void_p, _size_p, _c.c_int, _c.c_void_p)),
         ("broadcast", _c.CFUNCTYPE(_c.c_int, _c.c_void_p, _c.c_size_t, _c.c_int, _c.c_int, _c.c_void_p)),
