@@ -204,6 +204,7 @@ hvd_status hvd_init_mpi(double timeout_s) {
 
 hvd_status hvd_finalize(void) {
   return wrap([&] {
+    std::unique_lock<std::shared_mutex> nobody_inside(collectives_lock());  // waits for running collectives
     gpu::shutdown();
     clear_process_sets();  // sub-communicators go before the global one
     g_backend.reset();
@@ -217,7 +218,7 @@ int hvd_local_rank(void) { return g_backend ? g_backend->local_rank() : -1; }
 int hvd_local_size(void) { return g_backend ? g_backend->local_size() : -1; }
 
 hvd_status hvd_barrier(void) {
-  return wrap([&] {
+  return wrap_collective([&] {
     // Allgathering the descriptors is itself a barrier: no rank's allgather
     // completes before every rank has contributed.
     agree(describe(Kind::Barrier, nullptr, -1, -1), false);

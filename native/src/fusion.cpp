@@ -131,7 +131,7 @@ void hvd_set_fusion_threshold(size_t bytes) { g_threshold = bytes; }
 
 hvd_status hvd_grouped_allreduce(const hvd_tensor* in, hvd_tensor* out, size_t n, hvd_op op, double prescale,
                                  double postscale) {
-  return wrap([&] {
+  return wrap_collective([&] {
     if (!valid_op(op)) throw Error(HVD_ERR_INVALID, "grouped_allreduce: unknown op " + std::to_string(op));
     for (size_t i = 0; i < n; ++i) {
       std::string what = "grouped_allreduce: tensor " + std::to_string(i);

@@ -30,6 +30,11 @@ double post_factor(hvd_op op, double postscale, int size) {
 
 }  // namespace
 
+std::shared_mutex& collectives_lock() {
+  static std::shared_mutex lock;
+  return lock;
+}
+
 void reduce_agreed(const Descriptor& mine, const void* in, void* buf, size_t count, hvd_dtype dtype,
                    hvd_op op) {
   Backend& b = backend();
@@ -58,7 +63,7 @@ extern "C" {
 
 hvd_status hvd_allreduce(const hvd_tensor* in, hvd_tensor* out, hvd_op op, double prescale,
                          double postscale) {
-  return wrap([&] {
+  return wrap_collective([&] {
     check_tensor(in, "allreduce");
     check_tensor(out, "allreduce");
     if (!valid_op(op)) throw Error(HVD_ERR_INVALID, "allreduce: unknown op " + std::to_string(op));
@@ -86,7 +91,7 @@ hvd_status hvd_allreduce(const hvd_tensor* in, hvd_tensor* out, hvd_op op, doubl
 }
 
 hvd_status hvd_allgather_prepare(const hvd_tensor* in, int64_t* first_dims) {
-  return wrap([&] {
+  return wrap_collective([&] {
     check_tensor(in, "allgather");
     if (in->ndim < 1) throw Error(HVD_ERR_INVALID, "allgather: needs at least one dimension (got a scalar)");
     if (in->device == HVD_DEVICE_CUDA) gpu::check(backend(), "allgather", {in});
@@ -96,7 +101,7 @@ hvd_status hvd_allgather_prepare(const hvd_tensor* in, int64_t* first_dims) {
 }
 
 hvd_status hvd_allgather(const hvd_tensor* in, hvd_tensor* out, const int64_t* first_dims) {
-  return wrap([&] {
+  return wrap_collective([&] {
     check_tensor(in, "allgather");
     check_tensor(out, "allgather");
     Backend& b = backend();
@@ -123,7 +128,7 @@ hvd_status hvd_allgather(const hvd_tensor* in, hvd_tensor* out, const int64_t* f
 }
 
 hvd_status hvd_broadcast(hvd_tensor* inout, int root) {
-  return wrap([&] {
+  return wrap_collective([&] {
     check_tensor(inout, "broadcast");
     Backend& b = backend();
     if (root < 0 || root >= b.size())
@@ -143,7 +148,7 @@ hvd_status hvd_broadcast(hvd_tensor* inout, int root) {
 }
 
 hvd_status hvd_alltoall_prepare(const hvd_tensor* in, const int64_t* splits, int64_t* recv_splits) {
-  return wrap([&] {
+  return wrap_collective([&] {
     check_tensor(in, "alltoall");
     if (in->ndim < 1) throw Error(HVD_ERR_INVALID, "alltoall: needs at least one dimension (got a scalar)");
     Backend& b = backend();
@@ -165,7 +170,7 @@ hvd_status hvd_alltoall_prepare(const hvd_tensor* in, const int64_t* splits, int
 
 hvd_status hvd_alltoall(const hvd_tensor* in, const int64_t* splits, hvd_tensor* out,
                         const int64_t* recv_splits) {
-  return wrap([&] {
+  return wrap_collective([&] {
     check_tensor(in, "alltoall");
     check_tensor(out, "alltoall");
     Backend& b = backend();
@@ -196,7 +201,7 @@ hvd_status hvd_alltoall(const hvd_tensor* in, const int64_t* splits, hvd_tensor*
 }
 
 hvd_status hvd_gpu_compute_capability(int device, int* cc) {
-  return wrap([&] { *cc = gpu::compute_capability(global_backend(), device); });
+  return wrap_collective([&] { *cc = gpu::compute_capability(global_backend(), device); });
 }
 
 double hvd_benchmark_sum_kernel(hvd_dtype dtype, size_t count, int iterations) {

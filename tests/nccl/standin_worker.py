@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -176,6 +177,32 @@ def peer_failure(rank: int, scenario: str) -> dict[str, Any]:
     }
 
 
+def finalize_during(rank: int, scenario: str) -> dict[str, Any]:
+    """Rank 0 shuts down while another of its threads is still inside a collective that
+    rank 1 does not finish: a CPU one (rank 1 never calls it, then exits) or a GPU one
+    (rank 1 hangs inside the plugin: HVD_STANDIN_STALL_AT=1:2). Shutdown must wait for the
+    thread, which gets its error, instead of freeing the communicator under it."""
+    on_gpu = scenario == "finalize_during_plugin"
+    if on_gpu:
+        gpu_op()  # the communicator exists on both ranks
+    if rank == 1:
+        return {"op": attempt(gpu_op)} if on_gpu else {"slept": time.sleep(1.0)}
+    seen: dict[str, Any] = {}
+
+    def inside() -> None:
+        seen["op"] = attempt(gpu_op if on_gpu else lambda: hvd.allreduce(np.ones(4, np.float32)))
+
+    thread = threading.Thread(target=inside, daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    start = time.monotonic()
+    hvd.shutdown()
+    seen["shutdown_seconds"] = time.monotonic() - start
+    thread.join(60)
+    seen["thread_done"] = not thread.is_alive()
+    return seen
+
+
 def wrong_device(rank: int) -> dict[str, Any]:
     return attempt(lambda: hvd.allreduce(DeviceArray(np.ones(4, np.float32), device_id=1)))
 
@@ -198,7 +225,12 @@ SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
 def main(out_dir: Path, scenario: str) -> None:
     hvd.init()
     rank = hvd.rank()
-    outcome = SCENARIOS[scenario](rank) if scenario in SCENARIOS else peer_failure(rank, scenario)
+    if scenario in SCENARIOS:
+        outcome = SCENARIOS[scenario](rank)
+    elif scenario.startswith("finalize_during"):
+        outcome = finalize_during(rank, scenario)
+    else:
+        outcome = peer_failure(rank, scenario)
     hvd.shutdown()
     outcome["clean_shutdown"] = True
     atomic_write_text(out_dir / f"rank{rank}.json", json.dumps(outcome))

@@ -159,6 +159,19 @@ def test_a_hung_peer_inside_the_plugin_times_out_and_the_job_goes_on(standin_bui
         assert steps == ["init", "abort", "finalize"]
 
 
+@pytest.mark.parametrize("where", ["cpu_op", "plugin_op"])  # ("gpu" would read as the gpu marker)
+def test_shutdown_waits_for_a_thread_inside_a_collective(standin_build: Build, tmp_path: Path, where: str) -> None:
+    """The communicator is never freed under a thread still inside a collective (that was a SIGSEGV)."""
+    env = {"HVD_STANDIN_STALL_AT": "1:2"} if where == "plugin_op" else {}
+    code, outcomes, _ = _job(standin_build, tmp_path, f"finalize_during_{where.split('_')[0]}", **env)
+    assert code == 0 and sorted(outcomes) == [0, 1], outcomes
+    rank0 = outcomes[0]
+    assert rank0["thread_done"] and rank0["clean_shutdown"], rank0
+    # The thread ended with its own error (rank 1 left, or hung past the timeout), then shutdown went on.
+    assert rank0["op"]["error"] in ("PeerFailureError", "CollectiveTimeoutError"), rank0
+    assert rank0["shutdown_seconds"] < TIMEOUT + 3
+
+
 def test_a_rank_that_cannot_make_the_nccl_id_fails_every_rank_with_its_reason(
     standin_build: Build, tmp_path: Path
 ) -> None:
