@@ -190,3 +190,24 @@ def test_nvcc_of_another_cuda_line_is_refused(tmp_path: Path) -> None:
     description = hvd_nccl_build.build_description(cuda12, catalog, tmp_path)
     err = _configure(tmp_path, description)
     assert "cannot build a cuda=12 variant: install a CUDA 12.x toolkit >= 12.4 (see recipes/cuda/)" in err
+
+
+def test_the_ctypes_mirror_matches_the_header(tmp_path: Path) -> None:
+    """devtools.nccl_plugin_abi (what the GPU tests and gpu-check drive the plugin with) lays out
+    the table exactly as nccl_plugin.h does: every entry at the C compiler's offset."""
+    import ctypes
+
+    fields = [name for name, _ in nccl_plugin_abi.PluginTable._fields_]
+    source = tmp_path / "offsets.c"
+    source.write_text(
+        '#include <stddef.h>\n#include <stdio.h>\n#include "hvd/nccl_plugin.h"\n'
+        "int main(void) {\n"
+        + "".join(f'  printf("%zu\\n", offsetof(hvd_nccl_plugin, {name}));\n' for name in fields)
+        + '  printf("%zu\\n", sizeof(hvd_nccl_plugin));\n  return 0;\n}\n'
+    )
+    binary = tmp_path / "offsets"
+    include = f"-I{ROOT / 'native' / 'include'}"
+    subprocess.run(["cc", include, str(source), "-o", str(binary)], check=True, capture_output=True)
+    offsets = [int(x) for x in subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout.split()]
+    mirror = [getattr(nccl_plugin_abi.PluginTable, name).offset for name in fields]
+    assert offsets == [*mirror, ctypes.sizeof(nccl_plugin_abi.PluginTable)]
