@@ -55,8 +55,11 @@ def source_hash(defines: dict[str, str]) -> str:
     h = hashlib.sha256()
     h.update(_variant_config(defines))
     files = [REPO / p for p in HASHED]
+    with_plugin = defines.get("HVD_TENSOR_OPS") == "nccl"  # only nccl builds compile native/nccl/
     files += sorted(
-        p for p in (REPO / "native").rglob("*") if p.is_file() and "nccl" not in p.relative_to(REPO / "native").parts
+        p
+        for p in (REPO / "native").rglob("*")
+        if p.is_file() and (with_plugin or "nccl" not in p.relative_to(REPO / "native").parts)
     )
     for path in files:
         h.update(str(path.relative_to(REPO)).encode())
@@ -104,6 +107,14 @@ def build_variant(name: str, defines: dict[str, str]) -> Build:
 
 
 GLOO = {"HVD_TARGET": "x86_64_v3", "HVD_TENSOR_OPS": "gloo", "HVD_CONTROLLERS": "gloo"}
+# The GPU variant the tests build without a GPU (needs nvcc 13 and nvidia-nccl-cu13).
+NCCL = {
+    "HVD_TARGET": "x86_64_v3",
+    "HVD_CUDA": "13",
+    "HVD_CUDA_ARCH": "80",
+    "HVD_TENSOR_OPS": "nccl",
+    "HVD_CONTROLLERS": "gloo",
+}
 
 
 def mpi_defines(impl: str) -> dict[str, str]:

@@ -298,10 +298,8 @@ def allreduce(
     """Reduce across ranks; every rank gets postscale * op(prescale * tensor)."""
     tensor = _check(tensor, "allreduce")
     _gpu_guard(tensor)
-    out = _copy(tensor) if _on_gpu(tensor) else _empty(tensor, tensor.shape)
-    _core.allreduce(
-        out if _on_gpu(tensor) else tensor, out, _check_op(op), float(prescale_factor), float(postscale_factor)
-    )
+    out = _empty(tensor, tensor.shape)  # CPU or GPU: the core reads tensor and writes out
+    _core.allreduce(tensor, out, _check_op(op), float(prescale_factor), float(postscale_factor))
     return out
 
 
@@ -333,15 +331,14 @@ def grouped_allreduce(
     if outs is not None:
         return outs
     ins = [t if type(t) is np.ndarray else _check(t, "grouped_allreduce") for t in tensors]
-    if ins and type(ins[0]) is not np.ndarray:
-        _gpu_guard(ins[0])
+    on_gpu = next((t for t in ins if type(t) is not np.ndarray and _on_gpu(t)), None)
+    if on_gpu is not None:
+        _gpu_guard(on_gpu)
     if all(type(t) is np.ndarray for t in ins):  # the common case, kept cheap per tensor
         outs = [np.empty_like(t, order="C") for t in ins]
-        srcs = ins
     else:
-        outs = [_copy(t) if _on_gpu(t) else _empty(t, t.shape) for t in ins]
-        srcs = [o if _on_gpu(t) else t for t, o in zip(ins, outs, strict=True)]
-    _core.grouped_allreduce(srcs, outs, _check_op(op), float(prescale_factor), float(postscale_factor))
+        outs = [_empty(t, t.shape) for t in ins]
+    _core.grouped_allreduce(ins, outs, _check_op(op), float(prescale_factor), float(postscale_factor))
     return outs
 
 

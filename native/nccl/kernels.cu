@@ -1,4 +1,5 @@
-// Scaling and fused pack/unpack kernels for every hvd_plugin_dtype.
+// The plugin's one kernel: a batched element-wise copy that scales and
+// converts, instantiated for every hvd_plugin_dtype.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -51,23 +52,17 @@ struct Scale<__nv_bfloat16> {
   }
 };
 
-template <typename T>
-__global__ void scale_kernel(T* buf, size_t count, double factor) {
-  size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    buf[i] = Scale<T>::apply(buf[i], factor);
-  }
-}
-
 // blockIdx.y picks the buffer; blocks along x stride over its elements.
-template <typename T>
+// S: the source element, T: the tensor's type (scaled in), D: the destination element.
+template <typename S, typename T, typename D>
 __global__ void batched_copy_kernel(CopyBatch batch, double factor, bool scale) {
-  const T* src = static_cast<const T*>(batch.src[blockIdx.y]);
-  T* dst = static_cast<T*>(batch.dst[blockIdx.y]);
+  const S* src = static_cast<const S*>(batch.src[blockIdx.y]);
+  D* dst = static_cast<D*>(batch.dst[blockIdx.y]);
   size_t count = batch.count[blockIdx.y];
   size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    dst[i] = scale ? Scale<T>::apply(src[i], factor) : src[i];
+    T v = static_cast<T>(src[i]);  // Narrow16: the low 16 bits
+    dst[i] = static_cast<D>(scale ? Scale<T>::apply(v, factor) : v);
   }
 }
 
@@ -76,13 +71,7 @@ unsigned blocks_for(size_t count) {
   return static_cast<unsigned>(std::min<size_t>(std::max<size_t>(blocks, 1), kMaxBlocks));
 }
 
-template <typename T>
-cudaError_t scale_typed(void* buf, size_t count, double factor, cudaStream_t stream) {
-  scale_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<T*>(buf), count, factor);
-  return cudaGetLastError();
-}
-
-template <typename T>
+template <typename S, typename T, typename D>
 cudaError_t copy_typed(const CopyItem* items, size_t n, double factor, cudaStream_t stream) {
   bool scale = factor != 1.0;
   for (size_t first = 0; first < n; first += kBatch) {
@@ -96,51 +85,42 @@ cudaError_t copy_typed(const CopyItem* items, size_t n, double factor, cudaStrea
       largest = std::max(largest, items[first + k].count);
     }
     dim3 grid(blocks_for(largest), static_cast<unsigned>(in_batch));
-    batched_copy_kernel<T><<<grid, kThreads, 0, stream>>>(batch, factor, scale);
+    batched_copy_kernel<S, T, D><<<grid, kThreads, 0, stream>>>(batch, factor, scale);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
 }
 
-// Calls F<T>::run(args...) for the element type `dtype` names.
-template <template <typename> class F, typename... Args>
-cudaError_t dispatch(int dtype, Args... args) {
-  switch (dtype) {
-    case HVD_PLUGIN_FLOAT16: return F<__half>::run(args...);
-    case HVD_PLUGIN_BFLOAT16: return F<__nv_bfloat16>::run(args...);
-    case HVD_PLUGIN_FLOAT32: return F<float>::run(args...);
-    case HVD_PLUGIN_FLOAT64: return F<double>::run(args...);
-    case HVD_PLUGIN_INT32: return F<int32_t>::run(args...);
-    case HVD_PLUGIN_INT64: return F<int64_t>::run(args...);
-    default: return cudaErrorInvalidValue;
-  }
+template <typename T>
+cudaError_t copy_same(const CopyItem* items, size_t n, double factor, cudaStream_t stream) {
+  return copy_typed<T, T, T>(items, n, factor, stream);
 }
-
-template <typename T>
-struct ScaleOp {
-  static cudaError_t run(void* buf, size_t count, double factor, cudaStream_t stream) {
-    return scale_typed<T>(buf, count, factor, stream);
-  }
-};
-template <typename T>
-struct CopyOp {
-  static cudaError_t run(const CopyItem* items, size_t n, double factor, cudaStream_t stream) {
-    return copy_typed<T>(items, n, factor, stream);
-  }
-};
 
 }  // namespace
 
-cudaError_t scale_buffer(void* buf, size_t count, int dtype, double factor, cudaStream_t stream) {
-  if (count == 0) return cudaSuccess;
-  return dispatch<ScaleOp>(dtype, buf, count, factor, stream);
-}
-
-cudaError_t batched_scaled_copy(const CopyItem* items, size_t n, int dtype, double factor,
-                                cudaStream_t stream) {
+cudaError_t batched_copy(const CopyItem* items, size_t n, int dtype, Convert convert, double factor,
+                         cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  return dispatch<CopyOp>(dtype, items, n, factor, stream);
+  if (convert == Convert::Widen16)
+    return dtype == HVD_PLUGIN_INT16 ? copy_typed<int16_t, int16_t, int32_t>(items, n, factor, stream)
+                                     : cudaErrorInvalidValue;
+  if (convert == Convert::Narrow16)
+    return dtype == HVD_PLUGIN_INT16 ? copy_typed<int32_t, int16_t, int16_t>(items, n, factor, stream)
+                                     : cudaErrorInvalidValue;
+  switch (dtype) {
+    case HVD_PLUGIN_FLOAT16: return copy_same<__half>(items, n, factor, stream);
+    case HVD_PLUGIN_BFLOAT16: return copy_same<__nv_bfloat16>(items, n, factor, stream);
+    case HVD_PLUGIN_FLOAT32: return copy_same<float>(items, n, factor, stream);
+    case HVD_PLUGIN_FLOAT64: return copy_same<double>(items, n, factor, stream);
+    case HVD_PLUGIN_INT32: return copy_same<int32_t>(items, n, factor, stream);
+    case HVD_PLUGIN_INT64: return copy_same<int64_t>(items, n, factor, stream);
+    case HVD_PLUGIN_UINT8: return copy_same<uint8_t>(items, n, factor, stream);
+    case HVD_PLUGIN_INT8: return copy_same<int8_t>(items, n, factor, stream);
+    case HVD_PLUGIN_INT16: return copy_same<int16_t>(items, n, factor, stream);
+    case HVD_PLUGIN_BOOL: return copy_same<uint8_t>(items, n, 1.0, stream);  // never scaled
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace hvd_nccl

@@ -3,8 +3,9 @@
  * (compiled by the host compiler) never sees device code.
  *
  * Why kernels at all: NCCL reduces, but Horovod semantics also need scaling
- * (prescale/postscale, AVERAGE = SUM * 1/size) and tensor fusion (many small
- * tensors packed into one buffer so one NCCL call serves them all).
+ * (prescale/postscale, AVERAGE = SUM * 1/size), int16 carried as 32-bit
+ * integers (plan.h) and tensor fusion (many small tensors packed into one
+ * buffer so one NCCL call serves them all).
  */
 #ifndef HVD_NCCL_KERNELS_H
 #define HVD_NCCL_KERNELS_H
@@ -14,22 +15,29 @@
 
 namespace hvd_nccl {
 
-/* One buffer of a batched copy: `count` elements from src to dst. */
+/* One buffer of a batched copy: `count` elements from src to dst (src may
+ * equal dst: an in-place pass). */
 struct CopyItem {
   const void* src;
   void* dst;
   size_t count;
 };
 
-/* buf[i] *= factor for `count` elements of `dtype` (hvd_plugin_dtype).
- * Floating types scale in float (double for float64); integers scale in
- * double and truncate toward zero, as a C cast does. */
-cudaError_t scale_buffer(void* buf, size_t count, int dtype, double factor, cudaStream_t stream);
+/* What a copy does to each element on the way. */
+enum class Convert {
+  Same,     /* dtype -> dtype */
+  Widen16,  /* int16 -> int32 (sign-extended); the factor applies in int16 first */
+  Narrow16, /* int32 -> int16 (its low 16 bits); the factor applies in int16 after */
+};
 
-/* dst = src * factor (plain copy when factor == 1) for every item, with as
- * few kernel launches as possible: the fusion pack and unpack step. */
-cudaError_t batched_scaled_copy(const CopyItem* items, size_t n, int dtype, double factor,
-                                cudaStream_t stream);
+/* dst = src * factor (a plain copy when factor == 1) for every item, with as
+ * few kernel launches as possible: the scaling passes, and fusion's pack and
+ * unpack. `dtype` (an hvd_plugin_dtype) is the tensor's type, the one the
+ * factor applies in: floating types scale in float32 (float64 for float64),
+ * integers in float64 truncated toward zero, as a C cast does (the CPU
+ * path's kernels_cpu.cpp); bool is never scaled. */
+cudaError_t batched_copy(const CopyItem* items, size_t n, int dtype, Convert convert, double factor,
+                         cudaStream_t stream);
 
 }  // namespace hvd_nccl
 

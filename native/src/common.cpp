@@ -1,5 +1,10 @@
 #include "common.h"
 
+#include <signal.h>
+
+#include <cerrno>
+#include <fstream>
+
 namespace hvd {
 
 size_t dtype_size(hvd_dtype dtype) {
@@ -61,6 +66,16 @@ std::string shape_string(const hvd_tensor& t) {
     s += std::to_string(t.shape[i]);
   }
   return s + "]";
+}
+
+bool process_gone(int32_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(f, stat);
+  auto close_paren = stat.rfind(')');
+  return close_paren != std::string::npos && close_paren + 2 < stat.size() &&
+         (stat[close_paren + 2] == 'Z' || stat[close_paren + 2] == 'X');
 }
 
 }  // namespace hvd

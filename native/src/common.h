@@ -29,4 +29,8 @@ bool valid_op(int op);
 int64_t num_elements(const hvd_tensor& t);
 std::string shape_string(const hvd_tensor& t);
 
+// A dead process: no such process, or a zombie its launcher has not reaped
+// yet (a peer rank on this host; the launcher may reap late).
+bool process_gone(int32_t pid);
+
 }  // namespace hvd

@@ -179,6 +179,7 @@ hvd_status hvd_init_gloo(int rank, int size, int local_rank, int local_size, con
     g_backend = with_shared_memory(make_gloo_backend(rank, size, local_rank, local_size, *store,
                                                      hostname ? hostname : "127.0.0.1", timeout_s),
                                    timeout_s);
+    gpu::configure(timeout_s);
 #else
     (void)rank, (void)size, (void)local_rank, (void)local_size, (void)store, (void)hostname, (void)timeout_s;
     throw Error(HVD_ERR_UNAVAILABLE,
@@ -192,6 +193,7 @@ hvd_status hvd_init_mpi(double timeout_s) {
 #ifdef HVD_HAVE_MPI
     if (g_backend) throw Error(HVD_ERR_INVALID, "already initialised; call shutdown() first");
     g_backend = with_shared_memory(make_mpi_backend(timeout_s), timeout_s);
+    gpu::configure(timeout_s);
 #else
     (void)timeout_s;
     throw Error(HVD_ERR_UNAVAILABLE, "this build has no mpi controller (" HVD_BUILD_STRING
@@ -202,6 +204,7 @@ hvd_status hvd_init_mpi(double timeout_s) {
 
 hvd_status hvd_finalize(void) {
   return wrap([&] {
+    std::unique_lock<std::shared_mutex> nobody_inside(collectives_lock());  // waits for running collectives
     gpu::shutdown();
     clear_process_sets();  // sub-communicators go before the global one
     g_backend.reset();
@@ -215,7 +218,7 @@ int hvd_local_rank(void) { return g_backend ? g_backend->local_rank() : -1; }
 int hvd_local_size(void) { return g_backend ? g_backend->local_size() : -1; }
 
 hvd_status hvd_barrier(void) {
-  return wrap([&] {
+  return wrap_collective([&] {
     // Allgathering the descriptors is itself a barrier: no rank's allgather
     // completes before every rank has contributed.
     agree(describe(Kind::Barrier, nullptr, -1, -1), false);

@@ -52,20 +52,20 @@ void reduce_chunk(const hvd_tensor* in, hvd_tensor* out, size_t begin, size_t en
   d.extra = h;
   double post = op == HVD_AVERAGE ? postscale / b.size() : postscale;
 
-  if (in[begin].device == HVD_DEVICE_CUDA) {
-    agree(d, false);
-    const auto& p = gpu::plugin(b);
-    std::vector<void*> bufs;
+  if (in[begin].device == HVD_DEVICE_CUDA) {  // the plugin packs from in, unpacks into out
+    std::vector<const void*> sends;
+    std::vector<void*> recvs;
     std::vector<size_t> counts;
     for (size_t i = begin; i < end; ++i) {
-      bufs.push_back(out[i].data);
+      sends.push_back(in[i].data);
+      recvs.push_back(out[i].data);
       counts.push_back(static_cast<size_t>(num_elements(in[i])));
     }
-    gpu::check(
-        p,
-        p.grouped_allreduce(bufs.data(), counts.data(), bufs.size(), dtype, op, prescale, postscale, nullptr),
-        "grouped_allreduce");
-    gpu::check(p, p.synchronize(nullptr), "grouped_allreduce");
+    agree(d, false);
+    gpu::run(b, "grouped_allreduce", [&](const hvd_nccl_plugin& p) {
+      return p.grouped_allreduce(sends.data(), recvs.data(), counts.data(), counts.size(), dtype, op,
+                                 prescale, postscale, nullptr);
+    });
     return;
   }
 
@@ -131,16 +131,16 @@ void hvd_set_fusion_threshold(size_t bytes) { g_threshold = bytes; }
 
 hvd_status hvd_grouped_allreduce(const hvd_tensor* in, hvd_tensor* out, size_t n, hvd_op op, double prescale,
                                  double postscale) {
-  return wrap([&] {
+  return wrap_collective([&] {
     if (!valid_op(op)) throw Error(HVD_ERR_INVALID, "grouped_allreduce: unknown op " + std::to_string(op));
     for (size_t i = 0; i < n; ++i) {
       std::string what = "grouped_allreduce: tensor " + std::to_string(i);
       check_tensor(&in[i], what.c_str());
       check_tensor(&out[i], what.c_str());
-      if (in[i].dtype != out[i].dtype || num_elements(in[i]) != num_elements(out[i]))
+      if (in[i].dtype != out[i].dtype || num_elements(in[i]) != num_elements(out[i]) ||
+          in[i].device != out[i].device)
         throw Error(HVD_ERR_INVALID, what + ": output does not match input");
-      if (in[i].device == HVD_DEVICE_CUDA && in[i].data != out[i].data)
-        throw Error(HVD_ERR_INVALID, what + ": GPU tensors are reduced in place (pass out == in)");
+      if (in[i].device == HVD_DEVICE_CUDA) gpu::check(backend(), what.c_str(), {&in[i], &out[i]});
     }
     backend();
     size_t begin = 0;

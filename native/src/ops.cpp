@@ -18,11 +18,6 @@ void same_layout(const hvd_tensor* in, const hvd_tensor* out, const char* what) 
                                      " does not match input " + shape_string(*in));
 }
 
-void require_in_place_gpu(const hvd_tensor* in, const hvd_tensor* out, const char* what) {
-  if (in->device == HVD_DEVICE_CUDA && in->data != out->data)
-    throw Error(HVD_ERR_INVALID, std::string(what) + ": GPU tensors are reduced in place (pass out == in)");
-}
-
 size_t row_bytes(const hvd_tensor& t) {
   size_t n = dtype_size(t.dtype);
   for (int i = 1; i < t.ndim; ++i) n *= static_cast<size_t>(t.shape[i]);
@@ -34,6 +29,11 @@ double post_factor(hvd_op op, double postscale, int size) {
 }
 
 }  // namespace
+
+std::shared_mutex& collectives_lock() {
+  static std::shared_mutex lock;
+  return lock;
+}
 
 void reduce_agreed(const Descriptor& mine, const void* in, void* buf, size_t count, hvd_dtype dtype,
                    hvd_op op) {
@@ -63,23 +63,23 @@ extern "C" {
 
 hvd_status hvd_allreduce(const hvd_tensor* in, hvd_tensor* out, hvd_op op, double prescale,
                          double postscale) {
-  return wrap([&] {
+  return wrap_collective([&] {
     check_tensor(in, "allreduce");
     check_tensor(out, "allreduce");
     if (!valid_op(op)) throw Error(HVD_ERR_INVALID, "allreduce: unknown op " + std::to_string(op));
     same_layout(in, out, "allreduce");
-    require_in_place_gpu(in, out, "allreduce");
     Backend& b = backend();
     Descriptor d = describe(Kind::Allreduce, in, op, -1);
     size_t count = static_cast<size_t>(num_elements(*in));
-    double post = post_factor(op, postscale, b.size());
-    if (in->device == HVD_DEVICE_CUDA) {
+    if (in->device == HVD_DEVICE_CUDA) {  // out-of-place or in place: the plugin takes both
+      gpu::check(b, "allreduce", {in, out});
       agree(d, false);
-      const auto& p = gpu::plugin(b);
-      gpu::check(p, p.allreduce(out->data, count, in->dtype, op, prescale, postscale, nullptr), "allreduce");
-      gpu::check(p, p.synchronize(nullptr), "allreduce");
+      gpu::run(b, "allreduce", [&](const hvd_nccl_plugin& p) {
+        return p.allreduce(in->data, out->data, count, in->dtype, op, prescale, postscale, nullptr);
+      });
       return;
     }
+    double post = post_factor(op, postscale, b.size());
     const void* src = in->data;  // reduced straight from the input unless prescaled
     if (prescale != 1.0) {
       kernels::scale(in->dtype, out->data, in->data, count, prescale);
@@ -91,16 +91,17 @@ hvd_status hvd_allreduce(const hvd_tensor* in, hvd_tensor* out, hvd_op op, doubl
 }
 
 hvd_status hvd_allgather_prepare(const hvd_tensor* in, int64_t* first_dims) {
-  return wrap([&] {
+  return wrap_collective([&] {
     check_tensor(in, "allgather");
     if (in->ndim < 1) throw Error(HVD_ERR_INVALID, "allgather: needs at least one dimension (got a scalar)");
+    if (in->device == HVD_DEVICE_CUDA) gpu::check(backend(), "allgather", {in});
     auto all = agree(describe(Kind::Allgather, in, -1, -1), true);
     for (size_t r = 0; r < all.size(); ++r) first_dims[r] = all[r].shape[0];
   });
 }
 
 hvd_status hvd_allgather(const hvd_tensor* in, hvd_tensor* out, const int64_t* first_dims) {
-  return wrap([&] {
+  return wrap_collective([&] {
     check_tensor(in, "allgather");
     check_tensor(out, "allgather");
     Backend& b = backend();
@@ -114,11 +115,12 @@ hvd_status hvd_allgather(const hvd_tensor* in, hvd_tensor* out, const int64_t* f
     if (out->dtype != in->dtype || out->ndim != in->ndim || out->shape[0] != total || row_bytes(*out) != row)
       throw Error(HVD_ERR_INVALID, "allgather: output " + shape_string(*out) + " has the wrong shape");
     if (in->device == HVD_DEVICE_CUDA) {
-      const auto& p = gpu::plugin(b);
+      gpu::check(b, "allgather", {in, out});
       std::vector<size_t> counts(b.size());
       for (int r = 0; r < b.size(); ++r) counts[r] = bytes[r] / dtype_size(in->dtype);
-      gpu::check(p, p.allgatherv(in->data, out->data, counts.data(), in->dtype, nullptr), "allgather");
-      gpu::check(p, p.synchronize(nullptr), "allgather");
+      gpu::run(b, "allgather", [&](const hvd_nccl_plugin& p) {
+        return p.allgatherv(in->data, out->data, counts.data(), in->dtype, nullptr);
+      });
       return;
     }
     b.allgatherv(in->data, out->data, bytes);
@@ -126,18 +128,19 @@ hvd_status hvd_allgather(const hvd_tensor* in, hvd_tensor* out, const int64_t* f
 }
 
 hvd_status hvd_broadcast(hvd_tensor* inout, int root) {
-  return wrap([&] {
+  return wrap_collective([&] {
     check_tensor(inout, "broadcast");
     Backend& b = backend();
     if (root < 0 || root >= b.size())
       throw Error(HVD_ERR_INVALID, "broadcast: root_rank " + std::to_string(root) + " is not in 0.." +
                                        std::to_string(b.size() - 1));
+    if (inout->device == HVD_DEVICE_CUDA) gpu::check(b, "broadcast", {inout});
     agree(describe(Kind::Broadcast, inout, -1, root), false);
     size_t count = static_cast<size_t>(num_elements(*inout));
     if (inout->device == HVD_DEVICE_CUDA) {
-      const auto& p = gpu::plugin(b);
-      gpu::check(p, p.broadcast(inout->data, count, inout->dtype, root, nullptr), "broadcast");
-      gpu::check(p, p.synchronize(nullptr), "broadcast");
+      gpu::run(b, "broadcast", [&](const hvd_nccl_plugin& p) {
+        return p.broadcast(inout->data, count, inout->dtype, root, nullptr);
+      });
       return;
     }
     b.broadcast(inout->data, count * dtype_size(inout->dtype), root);
@@ -145,7 +148,7 @@ hvd_status hvd_broadcast(hvd_tensor* inout, int root) {
 }
 
 hvd_status hvd_alltoall_prepare(const hvd_tensor* in, const int64_t* splits, int64_t* recv_splits) {
-  return wrap([&] {
+  return wrap_collective([&] {
     check_tensor(in, "alltoall");
     if (in->ndim < 1) throw Error(HVD_ERR_INVALID, "alltoall: needs at least one dimension (got a scalar)");
     Backend& b = backend();
@@ -157,6 +160,7 @@ hvd_status hvd_alltoall_prepare(const hvd_tensor* in, const int64_t* splits, int
     if (sum != in->shape[0])
       throw Error(HVD_ERR_INVALID, "alltoall: splits add up to " + std::to_string(sum) +
                                        " but the first dimension is " + std::to_string(in->shape[0]));
+    if (in->device == HVD_DEVICE_CUDA) gpu::check(b, "alltoall", {in});
     agree(describe(Kind::Alltoall, in, -1, -1), true);
     std::vector<int64_t> all(static_cast<size_t>(b.size()) * b.size());
     b.allgather(splits, all.data(), sizeof(int64_t) * b.size());
@@ -166,7 +170,7 @@ hvd_status hvd_alltoall_prepare(const hvd_tensor* in, const int64_t* splits, int
 
 hvd_status hvd_alltoall(const hvd_tensor* in, const int64_t* splits, hvd_tensor* out,
                         const int64_t* recv_splits) {
-  return wrap([&] {
+  return wrap_collective([&] {
     check_tensor(in, "alltoall");
     check_tensor(out, "alltoall");
     Backend& b = backend();
@@ -181,14 +185,15 @@ hvd_status hvd_alltoall(const hvd_tensor* in, const int64_t* splits, hvd_tensor*
     if (out->dtype != in->dtype || out->ndim != in->ndim || out->shape[0] != total || row_bytes(*out) != row)
       throw Error(HVD_ERR_INVALID, "alltoall: output " + shape_string(*out) + " has the wrong shape");
     if (in->device == HVD_DEVICE_CUDA) {
-      const auto& p = gpu::plugin(b);
+      gpu::check(b, "alltoall", {in, out});
       std::vector<size_t> sc(b.size()), rc(b.size());
       for (int r = 0; r < b.size(); ++r) {
         sc[r] = sb[r] / dtype_size(in->dtype);
         rc[r] = rb[r] / dtype_size(in->dtype);
       }
-      gpu::check(p, p.alltoallv(in->data, sc.data(), out->data, rc.data(), in->dtype, nullptr), "alltoall");
-      gpu::check(p, p.synchronize(nullptr), "alltoall");
+      gpu::run(b, "alltoall", [&](const hvd_nccl_plugin& p) {
+        return p.alltoallv(in->data, sc.data(), out->data, rc.data(), in->dtype, nullptr);
+      });
       return;
     }
     b.alltoallv(in->data, sb, out->data, rb);
@@ -196,12 +201,7 @@ hvd_status hvd_alltoall(const hvd_tensor* in, const int64_t* splits, hvd_tensor*
 }
 
 hvd_status hvd_gpu_compute_capability(int device, int* cc) {
-  return wrap([&] {
-    Backend& b = backend();
-    const auto& p = gpu::plugin(b);
-    if (device < 0) device = b.local_rank() % p.device_count();  // the communicator's device
-    gpu::check(p, p.compute_capability(device, cc), "compute capability");
-  });
+  return wrap_collective([&] { *cc = gpu::compute_capability(global_backend(), device); });
 }
 
 double hvd_benchmark_sum_kernel(hvd_dtype dtype, size_t count, int iterations) {

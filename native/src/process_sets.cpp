@@ -41,7 +41,7 @@ extern "C" {
 
 hvd_status hvd_add_process_set(int id, const int* ranks, size_t n, const hvd_store* store,
                                const char* hostname, double timeout_s) {
-  return wrap([&] {
+  return wrap_collective([&] {
     Backend& global = global_backend();
     if (id <= 0) throw Error(HVD_ERR_INVALID, "add_process_set: id must be positive (0 is the global set)");
     if (g_sets.count(id))

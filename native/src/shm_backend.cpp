@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -121,15 +120,6 @@ void cpu_relax() {
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
-}
-
-// A dead rank: no such process, or a zombie its launcher has not reaped yet.
-bool gone(int32_t pid) {
-  if (kill(pid, 0) != 0) return errno == ESRCH;
-  std::string stat = read_first_line(("/proc/" + std::to_string(pid) + "/stat").c_str());
-  auto close_paren = stat.rfind(')');
-  return close_paren != std::string::npos && close_paren + 2 < stat.size() &&
-         (stat[close_paren + 2] == 'Z' || stat[close_paren + 2] == 'X');
 }
 
 bool bound_to_one_cpu() {
@@ -444,7 +434,7 @@ class ShmBackend : public Backend {
     while (!reached()) {
       if (header()->abort.load(std::memory_order_acquire))
         fail(HVD_ERR_PEER, "shm: another rank on this host gave up (a peer died or timed out)");
-      if (gone(pids_[j]))
+      if (process_gone(pids_[j]))
         fail(HVD_ERR_PEER, "shm: lost the peer rank " + std::to_string(groups_[group_of_[rank()]][j]) +
                                " (process " + std::to_string(pids_[j]) + " is gone), which probably died");
       if (clock::now() - start > timeout_)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <shared_mutex>
 #include <vector>
 
 #include "backend.h"
@@ -24,6 +25,10 @@ void clear_process_sets();
 
 void set_last_error(const std::string& message);
 
+// A peer failed or timed out (any op, any thread): at shutdown the GPU
+// communicator is aborted instead of left with the peers (gpu_loader.cpp).
+void note_peer_failure();
+
 // Run fn, turning exceptions into a status + hvd_last_error().
 template <typename Fn>
 hvd_status wrap(Fn&& fn) {
@@ -32,6 +37,7 @@ hvd_status wrap(Fn&& fn) {
     return HVD_OK;
   } catch (const Error& exc) {
     set_last_error(exc.what());
+    if (exc.status() == HVD_ERR_PEER || exc.status() == HVD_ERR_TIMEOUT) note_peer_failure();
     return exc.status();
   } catch (const std::bad_alloc&) {
     set_last_error("out of memory");
@@ -40,6 +46,21 @@ hvd_status wrap(Fn&& fn) {
     set_last_error(exc.what());
     return HVD_ERR_INTERNAL;
   }
+}
+
+// Held shared by every collective while it runs and exclusively by
+// hvd_finalize, so the communicators (CPU and GPU) are never freed under a
+// thread still inside a collective: finalize waits for it, at most the job's
+// timeout (ops.cpp).
+std::shared_mutex& collectives_lock();
+
+// wrap() for a collective entry point: fn runs under collectives_lock().
+template <typename Fn>
+hvd_status wrap_collective(Fn&& fn) {
+  return wrap([&] {
+    std::shared_lock<std::shared_mutex> running(collectives_lock());
+    fn();
+  });
 }
 
 enum class Kind : uint32_t { Allreduce = 1, Grouped, Allgather, Broadcast, Alltoall, Barrier };

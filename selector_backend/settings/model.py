@@ -120,6 +120,8 @@ OTHER_ENV: dict[str, str] = {
     "full pickle (default: torch.load with weights_only=True)",
     ENV_PREFIX + "HOST_ID": "runtime: ranks with the same value count as one host "
     "(default: host name + boot id + pid namespace)",
+    ENV_PREFIX + "NCCL_PREMULSUM": "runtime (NCCL builds): 0 scales a prescale in a separate pass instead of "
+    "folding it into NCCL's PreMulSum reduction (default 1)",
 }
 
 

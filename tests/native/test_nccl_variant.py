@@ -11,17 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from devtools.native_builds import REPO, Build, build_variant, python
+from devtools.native_builds import NCCL, REPO, Build, build_variant, python
 
 pytestmark = pytest.mark.slow
-
-NCCL = {
-    "HVD_TARGET": "x86_64_v3",
-    "HVD_CUDA": "13",
-    "HVD_CUDA_ARCH": "80",
-    "HVD_TENSOR_OPS": "nccl",
-    "HVD_CONTROLLERS": "gloo",
-}
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,14 @@ from __future__ import annotations
 import ctypes.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from devtools import hvd_nccl_build
+from devtools import hvd_nccl_build, nccl_plugin_abi
 
 from .nccl_helpers import ROOT, TEST_VARIANT, toolchain_missing
 
@@ -35,9 +36,11 @@ def test_sass_for_each_arch_and_ptx_for_the_highest(built_plugin: hvd_nccl_build
 def test_scaling_and_fusion_kernels_for_every_dtype(built_plugin: hvd_nccl_build.Built) -> None:
     if hvd_nccl_build.cuobjdump() is None:
         pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
-    types = ["__half", "__nv_bfloat16", "double", "float", "int", "long"]
-    expected = sorted(f"{k}<{t}>" for k in ("scale_kernel", "batched_copy_kernel") for t in types)
-    assert hvd_nccl_build.kernels(built_plugin.library) == expected
+    # One copy-and-scale kernel per dtype (bool shares uint8's), plus int16 widened to and narrowed from 32 bits.
+    types = ["__half", "__nv_bfloat16", "double", "float", "int", "long", "unsigned char", "signed char", "short"]
+    expected = [f"batched_copy_kernel<{t}, {t}, {t}>" for t in types]
+    expected += ["batched_copy_kernel<short, short, int>", "batched_copy_kernel<int, short, short>"]
+    assert hvd_nccl_build.kernels(built_plugin.library) == sorted(expected)
 
 
 def test_needs_only_nccl_at_run_time(built_plugin: hvd_nccl_build.Built) -> None:
@@ -50,7 +53,7 @@ def test_needs_only_nccl_at_run_time(built_plugin: hvd_nccl_build.Built) -> None
 
 _PROBE = """
 import json, sys
-from tests.nccl.nccl_plugin_abi import Plugin, PluginError
+from devtools.nccl_plugin_abi import Plugin, PluginError
 p = Plugin(sys.argv[1])
 out = {"abi": p.table.abi_version, "versions": p.versions(), "devices": p.device_count(),
        "why": p.error()}
@@ -61,12 +64,13 @@ except PluginError as exc:
 for name, call in [("cc", lambda: p.compute_capability(0)),
                    ("allreduce", lambda: p.allreduce(0, 4, "float32")),
                    ("bad_init", lambda: p.init(3, 2, bytes(128), 0)),
-                   ("init", lambda: p.init(0, 1, bytes(128), 0))]:
+                   ("init", lambda: p.init(0, 1, bytes(128), 0)),
+                   ("abort", p.abort)]:
     try:
         call()
         out[name] = "ok"
     except PluginError as exc:
-        out[name] = str(exc)
+        out[name] = [exc.status, str(exc)]
 p.finalize()
 print(json.dumps(out))
 """
@@ -77,7 +81,7 @@ def probe(built_plugin: hvd_nccl_build.Built) -> dict[str, object]:
     """Load the installed plugin in a fresh process with no LD_LIBRARY_PATH, so
     NCCL must be found through the plugin's RUNPATH as in a real install."""
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    env["PYTHONPATH"] = str(ROOT)  # the probe imports tests.nccl.nccl_plugin_abi
+    env["PYTHONPATH"] = str(ROOT)  # the probe imports devtools.nccl_plugin_abi
     proc = subprocess.run(
         [sys.executable, "-c", _PROBE, str(built_plugin.library)],
         capture_output=True,
@@ -90,7 +94,11 @@ def probe(built_plugin: hvd_nccl_build.Built) -> dict[str, object]:
 
 
 def test_loads_through_the_wheel_rpath_and_reports_versions(probe: dict[str, object]) -> None:
-    assert probe["abi"] == 1
+    header = (ROOT / "native" / "include" / "hvd" / "nccl_plugin.h").read_text()
+    declared = re.search(r"#define HVD_NCCL_PLUGIN_ABI (\d+)", header)
+    assert declared is not None
+    # The built plugin, the header the core is compiled with and the tests' ctypes mirror agree.
+    assert probe["abi"] == int(declared.group(1)) == nccl_plugin_abi.ABI == 2
     versions = str(probe["versions"])
     assert versions.startswith("cuda_runtime=13.0 cuda_driver=")
     assert " nccl=2." in versions
@@ -101,7 +109,8 @@ def test_without_a_driver_there_are_no_devices_and_a_clear_reason(probe: dict[st
     assert probe["devices"] == 0
     assert "cuda_driver=none" in str(probe["versions"])
     assert str(probe["why"]).startswith("no NVIDIA driver found (libcuda.so.1 could not be loaded)")
-    assert str(probe["cc"]).startswith("no NVIDIA driver found")
+    status, message = probe["cc"]  # type: ignore[misc]
+    assert status == "internal" and message.startswith("no NVIDIA driver found")
     assert "\n" not in str(probe["why"])
 
 
@@ -110,10 +119,12 @@ def test_ncclGetUniqueId_needs_no_gpu(probe: dict[str, object]) -> None:
 
 
 def test_collectives_before_init_and_bad_arguments_fail_cleanly(probe: dict[str, object]) -> None:
-    assert probe["allreduce"] == "the NCCL communicator is not initialized: call init() first"
-    assert probe["bad_init"] == "init: rank 3 is not in [0, 2)"
+    assert probe["allreduce"] == ["invalid", "the NCCL communicator is not initialized: call init() first"]
+    assert probe["bad_init"] == ["invalid", "init: rank 3 is not in [0, 2)"]
+    assert probe["abort"] == "ok"  # nothing to abort: not an error
     if not HAS_DRIVER:
-        assert str(probe["init"]).startswith("init: no CUDA device: no NVIDIA driver found")
+        status, message = probe["init"]  # type: ignore[misc]
+        assert status == "internal" and message.startswith("init: no CUDA device: no NVIDIA driver found")
 
 
 @pytest.fixture(scope="module")
@@ -179,3 +190,24 @@ def test_nvcc_of_another_cuda_line_is_refused(tmp_path: Path) -> None:
     description = hvd_nccl_build.build_description(cuda12, catalog, tmp_path)
     err = _configure(tmp_path, description)
     assert "cannot build a cuda=12 variant: install a CUDA 12.x toolkit >= 12.4 (see recipes/cuda/)" in err
+
+
+def test_the_ctypes_mirror_matches_the_header(tmp_path: Path) -> None:
+    """devtools.nccl_plugin_abi (what the GPU tests and gpu-check drive the plugin with) lays out
+    the table exactly as nccl_plugin.h does: every entry at the C compiler's offset."""
+    import ctypes
+
+    fields = [name for name, _ in nccl_plugin_abi.PluginTable._fields_]
+    source = tmp_path / "offsets.c"
+    source.write_text(
+        '#include <stddef.h>\n#include <stdio.h>\n#include "hvd/nccl_plugin.h"\n'
+        "int main(void) {\n"
+        + "".join(f'  printf("%zu\\n", offsetof(hvd_nccl_plugin, {name}));\n' for name in fields)
+        + '  printf("%zu\\n", sizeof(hvd_nccl_plugin));\n  return 0;\n}\n'
+    )
+    binary = tmp_path / "offsets"
+    include = f"-I{ROOT / 'native' / 'include'}"
+    subprocess.run(["cc", include, str(source), "-o", str(binary)], check=True, capture_output=True)
+    offsets = [int(x) for x in subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout.split()]
+    mirror = [getattr(nccl_plugin_abi.PluginTable, name).offset for name in fields]
+    assert offsets == [*mirror, ctypes.sizeof(nccl_plugin_abi.PluginTable)]
