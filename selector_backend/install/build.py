@@ -27,7 +27,7 @@ from selector_backend.errors import ExternalError, IntegrityError
 from selector_backend.install.cmake_config import describe, probe_compiler, write_description
 from selector_backend.install.wheelcheck import read_member
 
-BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.0", "cmake>=3.24", "ninja")
+BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.2", "cmake>=3.24", "ninja")
 #: Where GlooConfig.cmake sits under a prefix (CMake's config-mode search layouts).
 #: Where CMake's FindOpenSSL looks for the headers the gloo controller's TCP mesh needs (libcrypto's HMAC).
 OPENSSL_SYSTEM_PREFIXES = ("/usr", "/usr/local")
@@ -102,7 +102,7 @@ def missing_toolchain(variant: Variant, host: HostProfile | None = None) -> list
     from selector_backend.engine.catalog import load_catalog
 
     uses = load_catalog().libraries_of(variant)
-    if "gloo" in variant.values_of("controllers") and not openssl_headers_found(os.environ):
+    if "openssl" in uses and not openssl_headers_found(os.environ):
         problems.append(
             "OpenSSL's libcrypto headers (apt install libssl-dev, or dnf install openssl-devel; "
             "or set OPENSSL_ROOT_DIR)"

@@ -63,7 +63,7 @@ NCCL_ARM = "target=neoverse_v2 cuda=13 cuda_arch=100,90 tensor_ops=nccl controll
 def test_gloo_x86_64_v3(catalog: Catalog) -> None:
     d = describe(catalog.parse_variant(GLOO_V3), catalog, GCC12)
     assert d.target_flags == ("-march=x86-64-v3", "-mtune=generic")
-    assert d.libraries == ()  # the gloo controller links no library (its own TCP mesh)
+    assert d.libraries == ("openssl",)  # the gloo controller links no Gloo: its TCP mesh needs libcrypto
     assert (d.cuda, d.cuda_toolkit, d.cuda_architectures) == ("", "", ())
     assert dict(d.build_config) == config(
         GLOO_V3,
@@ -89,18 +89,18 @@ def test_gloo_x86_64_v3(catalog: Catalog) -> None:
     }
 
 
-def test_mpi_with_the_gloo_controller_links_mpi_only(catalog: Catalog) -> None:
+def test_mpi_with_the_gloo_controller_links_both(catalog: Catalog) -> None:
     d = describe(catalog.parse_variant(MPI_BASE), catalog, GCC12)
     assert d.target_flags == ("-march=x86-64", "-mtune=generic")
-    assert d.libraries == ("mpi",)
+    assert d.libraries == ("openssl", "mpi")
     assert d.build_config["controllers"] == "mpi,gloo" and d.build_config["tensor_ops"] == "mpi"
-    assert "set(HVD_WITH_GLOO OFF)\nset(HVD_WITH_MPI ON)\nset(HVD_WITH_NCCL OFF)\n" in d.cmake_script()
+    assert "set(HVD_WITH_OPENSSL ON)\nset(HVD_WITH_MPI ON)\nset(HVD_WITH_NCCL OFF)\n" in d.cmake_script()
 
 
 def test_nccl_on_neoverse_v2_gets_sass_for_each_arch_and_ptx_for_the_highest(catalog: Catalog) -> None:
     d = describe(catalog.parse_variant(NCCL_ARM), catalog, GCC12)
     assert d.target_flags == ("-march=armv9-a+i8mm+bf16", "-mtune=cortex-a710")
-    assert d.libraries == ("nccl",)
+    assert d.libraries == ("openssl", "nccl")
     assert (d.cuda, d.cuda_toolkit) == ("13", "13.0")
     assert d.cuda_architectures == ("90-real", "100-real", "100-virtual")
     assert d.build_config["cuda_architectures"] == "90-real,100-real,100-virtual"
@@ -183,7 +183,7 @@ def test_a_new_target_and_cuda_arch_need_only_the_catalog(tmp_path: Path) -> Non
     d = describe(variant, catalog, GCC12)
     assert d.target_flags == ("-march=znver3", "-mtune=znver3")
     assert d.cuda_architectures == ("90-real", "130-real", "130-virtual")
-    assert (d.cuda, d.cuda_toolkit, d.libraries) == ("13", "13.0", ("nccl",))
+    assert (d.cuda, d.cuda_toolkit, d.libraries) == ("13", "13.0", ("openssl", "nccl"))
     assert d.build_config["target"] == "zen3" and d.build_config["cuda_arch"] == "90,130"
     assert variant_json.parse(d.variant_json, catalog)[1] == variant
     # The project's own catalog does not know them: the copy alone made them buildable.
@@ -309,7 +309,7 @@ def test_the_description_dataclass_is_all_cmake_gets(catalog: Catalog) -> None:
         "HVD_CXX_COMPILER_ID",
         "HVD_CXX_COMPILER_VERSION",
         "HVD_TARGET_FLAGS",
-        "HVD_WITH_GLOO",
+        "HVD_WITH_OPENSSL",
         "HVD_WITH_MPI",
         "HVD_WITH_NCCL",
         "HVD_CUDA",

@@ -350,7 +350,10 @@ def test_checker_requires_the_cuda_arch_restriction(tmp_path, catalog):
 def _libraries_used(variant):
     """Independently of the file: the libraries a variant links, and CUDA for a GPU build."""
     uses = {*variant.values_of("tensor_ops"), *variant.values_of("controllers")}
-    return {lib for lib in ("mpi", "nccl") if lib in uses} | ({"cuda"} if variant["cuda"] != "none" else set())
+    libs = {lib for lib in ("mpi", "nccl") if lib in uses} | (
+        {"openssl"} if "gloo" in variant.values_of("controllers") else set()
+    )
+    return libs | ({"cuda"} if variant["cuda"] != "none" else set())
 
 
 def test_every_library_the_variant_uses_reaches_cmake_with_link_path_rpaths(package_module, catalog):
@@ -385,17 +388,17 @@ def test_every_library_the_variant_uses_reaches_cmake_with_link_path_rpaths(pack
             assert defines["MPI_C_COMPILER"] == env.values["MPICC"] == "/spack/opt/mpi-hash/bin/mpicc"
         assert env.values.get("HVD_NCCL_HOME") == ("/spack/opt/nccl-hash" if "nccl" in used else None)
         assert env.values.get("CUDACXX") == ("/spack/opt/cuda-hash/bin/nvcc" if cuda else None)
-    assert seen == {"mpi", "nccl", "cuda"}  # the prebuilt variants cover every library (gloo links none)
+    assert seen == {"openssl", "mpi", "nccl", "cuda"}  # the prebuilt variants cover every library
 
 
 def test_a_gloo_build_needs_no_gloo_from_spack(package_module, catalog):
-    """The gloo controller links no Gloo: Spack hands the build no Gloo prefix and the
-    backend's toolchain check asks for none, so py-torch keeps whatever gloo it wants."""
+    """The gloo controller links no Gloo: Spack hands the build OpenSSL's prefix only and the
+    backend's toolchain check asks for no Gloo, so py-torch keeps whatever gloo it wants."""
     module, _ = package_module
     values = {"tensor_ops": "gloo", "controllers": ("gloo",), "cuda": "none"}
-    assert module.hvd_libraries(values) == []
-    env_vars, prefix_path, _ = module.hvd_dependency_settings(values, {}, None, "/usr/bin/cmake")
-    assert prefix_path == [] and env_vars == {"CMAKE_EXECUTABLE": "/usr/bin/cmake"}
+    assert module.hvd_libraries(values) == ["openssl"]
+    env_vars, prefix_path, _ = module.hvd_dependency_settings(values, {"openssl": "/o"}, None, "/usr/bin/cmake")
+    assert prefix_path == ["/o"] and env_vars == {"CMAKE_EXECUTABLE": "/usr/bin/cmake"}
     variant = catalog.parse_variant(
         "target=x86_64 cuda=none cuda_arch=none tensor_ops=gloo controllers=gloo frameworks=pytorch"
     )
@@ -408,7 +411,7 @@ def test_a_gloo_build_needs_no_gloo_from_spack(package_module, catalog):
     ("old", "new", "problem"),
     [
         ('"nccl@2.19:"', '"nccl"', "no depends_on('nccl@2.19:', when='tensor_ops=nccl')"),
-        ('"py-nanobind@2:"', '"py-nanobind"', "no depends_on('py-nanobind@2:', when=None)"),
+        ('"py-nanobind@2.2:"', '"py-nanobind"', "no depends_on('py-nanobind@2.2:', when=None)"),
         ('when="^python@:3.10"', 'when="^python@:3.9"', "no depends_on('py-tomli', when='^python@:3.10')"),
         ('"py-torch", type="run"', '"py-tensorflow", type="run"', "no depends_on('py-torch'"),
         ('git = "https://', 'git = "http://', "git = 'http://"),

@@ -37,7 +37,7 @@ HOMEPAGE = "https://github.com/hvd-selector/hvd-selector"
 
 #: Lower bounds the build needs (CMakeLists.txt, native/nccl, pyproject's build requires).
 NCCL_MIN = "2.19"
-NANOBIND_MIN = "2"
+NANOBIND_MIN = "2.2"  # FREE_THREADED
 
 #: The Spack releases the generated package.py is written for: language dependencies
 #: (depends_on("c")) and py-scikit-build-core 0.10 arrived in 0.23, the build-system base
@@ -295,7 +295,8 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         "def hvd_libraries(values):",
         '    """The Spack dependencies whose prefixes the build of these values needs, in a fixed order."""',
         '    uses = {values["tensor_ops"], *values["controllers"]}',
-        '    libraries = [name for name in ("mpi", "nccl") if name in uses]',
+        '    libraries = ["openssl"] if "gloo" in values["controllers"] else []',
+        '    libraries += [name for name in ("mpi", "nccl") if name in uses]',
         '    return libraries + (["cuda"] if values["cuda"] != "none" else [])',
         "",
         "",

@@ -74,7 +74,8 @@ def hvd_values(runs_on, cuda_major, tensor_ops, controllers, frameworks, cuda_ar
 def hvd_libraries(values):
     """The Spack dependencies whose prefixes the build of these values needs, in a fixed order."""
     uses = {values["tensor_ops"], *values["controllers"]}
-    libraries = [name for name in ("mpi", "nccl") if name in uses]
+    libraries = ["openssl"] if "gloo" in values["controllers"] else []
+    libraries += [name for name in ("mpi", "nccl") if name in uses]
     return libraries + (["cuda"] if values["cuda"] != "none" else [])
 
 
@@ -163,7 +164,7 @@ class PyHvdSelector(PythonPackage, CudaPackage):
     depends_on("cmake@3.24:", type="build")
     # 0.10: CMAKE_EXECUTABLE picks Spack's cmake over a cmake module in the Python prefix
     depends_on("py-scikit-build-core@0.10:", type="build")
-    depends_on("py-nanobind@2:", type="build")
+    depends_on("py-nanobind@2.2:", type="build")
     # the backend computes the build description (archspec flags) before CMake runs
     depends_on("py-packaging@22:", type=("build", "run"))
     depends_on("py-archspec@0.2.5:", type=("build", "run"))
