@@ -64,6 +64,17 @@ def test_only_strangers_time_out_naming_the_missing_rank(gloo_build: Build, tmp_
     assert "3 other connection(s) were refused" in out
 
 
+def test_a_frame_the_collective_did_not_expect_is_a_mismatch(gloo_build: Build, tmp_path: Path) -> None:
+    """After the handshake every message is framed (u64 sequence, u64 length); a peer whose
+    frame disagrees with the collective fails it with MismatchError, never data read as data."""
+    result, seq, length, message = _peer(gloo_build, "listen", "bad-frame", tmp_path).split(" ", 3)
+    assert (result, seq) == ("mismatch", "0") and int(length) > 0
+    assert message == (
+        f"allgather: rank 1 sent message 0 of {int(length) + 1} bytes where this rank expected message 0 of "
+        f"{length} bytes: the ranks are not running the same collectives"
+    )
+
+
 @pytest.mark.parametrize("shm", ["0", "1"])
 def test_stray_connections_during_init_and_collectives(gloo_build: Build, shm: str, tmp_path: Path) -> None:
     proc = launch(gloo_build, 3, "dataplane.py", str(tmp_path), cwd=tmp_path, HVD_SELECTOR_SHM=shm)
