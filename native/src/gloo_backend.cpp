@@ -88,9 +88,9 @@ class TcpBackend : public Backend {
       std::vector<tcp::Transfer> t;
       if (rank_ == root) {
         for (int q = 0; q < size_; ++q)
-          if (q != rank_) t.push_back(sending(q, buf, bytes));
+          if (q != rank_) t.push_back({q, true, buf, bytes});
       } else {
-        t.push_back(receiving(root, buf, bytes));
+        t.push_back({root, false, nullptr, 0, true, buf, bytes});
       }
       links_->run(t, timeout_s_, "broadcast");
       return;
@@ -102,9 +102,9 @@ class TcpBackend : public Backend {
     std::vector<tcp::Transfer> t;
     if (rank_ == root) {
       for (int q = 0; q < size_; ++q)
-        if (q != rank_) t.push_back(sending(q, base + off[q], shares[q]));
+        if (q != rank_) t.push_back({q, true, base + off[q], shares[q]});
     } else {
-      t.push_back(receiving(root, base + off[rank_], shares[rank_]));
+      t.push_back({root, false, nullptr, 0, true, base + off[rank_], shares[rank_]});
     }
     links_->run(t, timeout_s_, "broadcast");
     allgatherv(base + off[rank_], buf, shares, "broadcast");
@@ -118,7 +118,7 @@ class TcpBackend : public Backend {
   void barrier() override {
     std::vector<tcp::Transfer> t;
     for (int q = 0; q < size_; ++q)
-      if (q != rank_) t.push_back(both(q, nullptr, 0, nullptr, 0));
+      if (q != rank_) t.push_back({q, true, nullptr, 0, true, nullptr, 0});
     links_->run(t, timeout_s_, "barrier");
   }
 
@@ -136,32 +136,6 @@ class TcpBackend : public Backend {
   }
 
  private:
-  static tcp::Transfer sending(int q, const void* data, size_t bytes) {
-    tcp::Transfer t;
-    t.peer = q;
-    t.sends = true;
-    t.send = data;
-    t.send_bytes = bytes;
-    return t;
-  }
-
-  static tcp::Transfer receiving(int q, void* data, size_t bytes) {
-    tcp::Transfer t;
-    t.peer = q;
-    t.receives = true;
-    t.recv = data;
-    t.recv_bytes = bytes;
-    return t;
-  }
-
-  static tcp::Transfer both(int q, const void* send, size_t send_bytes, void* recv, size_t recv_bytes) {
-    tcp::Transfer t = sending(q, send, send_bytes);
-    t.receives = true;
-    t.recv = recv;
-    t.recv_bytes = recv_bytes;
-    return t;
-  }
-
   // Every rank sends its block to every other rank at once (bytes[r] from rank r).
   void allgatherv(const void* in, void* out, const std::vector<size_t>& bytes, const char* what) {
     auto off = offsets(bytes);
@@ -169,7 +143,7 @@ class TcpBackend : public Backend {
     copy_own(in, base + off[rank_], bytes[rank_]);
     std::vector<tcp::Transfer> t;
     for (int q = 0; q < size_; ++q)
-      if (q != rank_) t.push_back(both(q, base + off[rank_], bytes[rank_], base + off[q], bytes[q]));
+      if (q != rank_) t.push_back({q, true, base + off[rank_], bytes[rank_], true, base + off[q], bytes[q]});
     links_->run(t, timeout_s_, what);
   }
 
@@ -185,7 +159,8 @@ class TcpBackend : public Backend {
     copy_own(src + soff[rank_], dst + roff[rank_], send_bytes[rank_]);
     std::vector<tcp::Transfer> t;
     for (int q = 0; q < size_; ++q)
-      if (q != rank_) t.push_back(both(q, src + soff[q], send_bytes[q], dst + roff[q], recv_bytes[q]));
+      if (q != rank_)
+        t.push_back({q, true, src + soff[q], send_bytes[q], true, dst + roff[q], recv_bytes[q]});
     links_->run(t, timeout_s_, what);
   }
 

@@ -22,7 +22,9 @@ namespace tcp {
 
 constexpr size_t kFrameBytes = 16;
 
-// One peer's part of an exchange (a direction without a message is off).
+// One peer's part of an exchange, {peer, sends, send, send_bytes, receives,
+// recv, recv_bytes}: a direction that is off carries no message at all (an
+// empty message still carries its frame).
 struct Transfer {
   int peer = -1;
   bool sends = false;

@@ -28,7 +28,6 @@ from selector_backend.install.cmake_config import describe, probe_compiler, writ
 from selector_backend.install.wheelcheck import read_member
 
 BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.2", "cmake>=3.24", "ninja")
-#: Where GlooConfig.cmake sits under a prefix (CMake's config-mode search layouts).
 #: Where CMake's FindOpenSSL looks for the headers the gloo controller's TCP mesh needs (libcrypto's HMAC).
 OPENSSL_SYSTEM_PREFIXES = ("/usr", "/usr/local")
 
