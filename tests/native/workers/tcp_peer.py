@@ -192,7 +192,7 @@ def bad_frame(conn: socket.socket) -> str:
     except _core.MismatchError as exc:
         t.join()
         _core.finalize()
-        (seq, length), = seen
+        ((seq, length),) = seen
         return f"mismatch {seq} {length} {exc}"
     raise AssertionError("the core took a frame of the wrong length")
 
