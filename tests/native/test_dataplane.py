@@ -32,6 +32,16 @@ def _peer(build: Build, role: str, attack: str, tmp_path: Path) -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
+def test_the_core_links_no_gloo_and_libcrypto(gloo_build: Build) -> None:
+    """The gloo controller's data plane is the core's own: no Gloo code in the module
+    (neither a libgloo it needs nor a static copy's symbols), OpenSSL's libcrypto for the HMAC."""
+    (core,) = (gloo_build.stage / "hvd_selector").glob("_core*.so")
+    needed = subprocess.run(["readelf", "-d", str(core)], capture_output=True, text=True, check=True).stdout
+    assert "libcrypto.so" in needed and "gloo" not in needed.lower(), needed
+    symbols = subprocess.run(["nm", "-DC", str(core)], capture_output=True, text=True, check=True).stdout
+    assert "HMAC" in symbols and "gloo::" not in symbols
+
+
 @pytest.mark.parametrize("role", ["listen", "connect"])
 def test_a_peer_with_the_secret_is_accepted(gloo_build: Build, role: str, tmp_path: Path) -> None:
     """Python's HMAC-SHA256 and the core's agree, in both directions."""
