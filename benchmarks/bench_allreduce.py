@@ -14,7 +14,15 @@ interleaved rounds inside. Writes benchmarks/results/allreduce.json and
 allreduce.png; ratios are hvd_selector time / peer time (< 1: hvd_selector
 faster). Not a test.
 
+--tcp turns the shared-memory transport off (HVD_SELECTOR_SHM=0), so the gloo
+build's data crosses its authenticated TCP mesh like torch.distributed's
+crosses Gloo's TCP pairs, and writes allreduce-tcp.json instead.
+--also-gloo NAME=STAGE adds another gloo build, installed under STAGE (a
+build/test-variants/*/stage of another commit), to the same run with its own
+torch.distributed peer; --no-mpi leaves the mpi build out.
+
     python -m benchmarks.bench_allreduce [--max-mib 256] [--min-seconds 0.3]
+        [--tcp] [--also-gloo NAME=STAGE ...] [--no-mpi]
 """
 
 from __future__ import annotations
@@ -109,6 +117,7 @@ def _mpich_venv() -> Path:
 
 
 def worker(kind: str, out: Path, sizes: list[int], min_seconds: float) -> None:
+    """One hvd_selector build beside its peer; `kind` is "mpi" or a gloo build's name."""
     global _agree_reps
     import numpy as np
 
@@ -185,7 +194,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-mib", type=int, default=256)
     parser.add_argument("--min-seconds", type=float, default=0.3)
-    parser.add_argument("--worker", choices=["gloo", "mpi", "mpich"])
+    parser.add_argument("--tcp", action="store_true", help="HVD_SELECTOR_SHM=0: the network transport only")
+    parser.add_argument("--also-gloo", action="append", default=[], metavar="NAME=STAGE")
+    parser.add_argument("--no-mpi", action="store_true")
+    parser.add_argument("--worker")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     sizes = _sizes(args.max_mib)
@@ -199,6 +211,12 @@ def main() -> int:
     b = _builder()
     load_before = os.getloadavg()[0]
     builds = b.benchmark_builds()
+    if args.no_mpi:
+        del builds["mpi"]
+    for extra in args.also_gloo:
+        name, _, stage = extra.partition("=")
+        builds[name] = b.Build(name, Path(stage).resolve())
+    transport = {"HVD_SELECTOR_SHM": "0"} if args.tcp else {}
     RESULTS.mkdir(parents=True, exist_ok=True)
     venv = _mpich_venv()
     results: dict[str, dict] = {}
@@ -213,19 +231,24 @@ def main() -> int:
                 env = {**os.environ, "OMP_NUM_THREADS": "1"}
             else:
                 cmd = [*b.run_argv(2, Path(__file__)), *tail]
-                env = builds[kind].env(BENCH_TORCH_PORT="29561", HVD_SELECTOR_TIMEOUT="600", OMP_NUM_THREADS="1")
+                env = builds[kind].env(
+                    BENCH_TORCH_PORT="29561", HVD_SELECTOR_TIMEOUT="600", OMP_NUM_THREADS="1", **transport
+                )
             subprocess.run(cmd, env=env, check=True, cwd=RESULTS)  # not REPO: its hvd_selector is unbuilt
             results[kind] = _best(results.get(kind), json.loads(out.read_text()))
             out.unlink()
     _table(results)
-    _targets(results)
+    if not args.tcp:  # issue 14's targets are for the default transport
+        _targets(results)
     summary = {
         "command": "python -m benchmarks.bench_allreduce " + " ".join(sys.argv[1:]),
+        "transport": "network only (HVD_SELECTOR_SHM=0)" if args.tcp else "default (shared memory on one host)",
         "machine": f"{os.cpu_count()} cores, 1-minute load {load_before:.1f} at start, {os.getloadavg()[0]:.1f} at end",
         "results": results,
     }
-    (RESULTS / "allreduce.json").write_text(json.dumps(summary, indent=2) + "\n")
-    _plot(results, RESULTS / "allreduce.png")
+    name = "allreduce-tcp" if args.tcp else "allreduce"
+    (RESULTS / f"{name}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    _plot(results, RESULTS / f"{name}.png")
     return 0
 
 
@@ -243,16 +266,19 @@ def _best(old: dict | None, new: dict) -> dict:
 def _table(results: dict) -> None:
     """Each build beside its peer, MPICH and the memcpy bound (2 x memcpy time)."""
     mpich = {r["bytes"]: r for r in results["mpich"]["rows"]}
-    print("| build | size | hvd_selector | own peer | MPICH | vs MPICH | of memcpy bound |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for kind in ("gloo", "mpi"):
+    print("| build | size | hvd_selector | own peer | vs own peer | MPICH | vs MPICH | of memcpy bound |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for kind in results:
+        if kind == "mpich":
+            continue
         for r in results[kind]["rows"]:
             m = mpich[r["bytes"]]
             bound = 2 * m["memcpy_s"] / r["hvd_s"]
             r["mpich_s"], r["memcpy_s"] = m["peer_s"], m["memcpy_s"]
             print(
                 f"| {kind} | {r['bytes']} | {r['hvd_s'] * 1e6:.1f} us | {r['peer_s'] * 1e6:.1f} us | "
-                f"{m['peer_s'] * 1e6:.1f} us | {r['hvd_s'] / m['peer_s']:.2f}x | {bound:.0%} |"
+                f"{r['hvd_s'] / r['peer_s']:.2f}x | {m['peer_s'] * 1e6:.1f} us | {r['hvd_s'] / m['peer_s']:.2f}x | "
+                f"{bound:.0%} |"
             )
 
 
@@ -262,7 +288,9 @@ TARGETS = {4 << 10: (2.0, 0.0), 1 << 20: (1.0, 0.0), 64 << 20: (1.0, 0.5)}
 
 def _targets(results: dict) -> None:
     """One line per target: the measured ratio and whether it is met."""
-    for kind in ("gloo", "mpi"):
+    for kind in results:
+        if kind == "mpich":
+            continue
         for r in results[kind]["rows"]:
             if r["bytes"] not in TARGETS:
                 continue

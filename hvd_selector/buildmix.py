@@ -18,7 +18,7 @@ from typing import Any
 from selector_backend.jobs.build_facts import BuildFacts
 from selector_backend.jobs.rendezvous import RendezvousError
 
-WIRE_PROTOCOL = 1  # bump when the bytes ranks exchange change meaning
+WIRE_PROTOCOL = 2  # bump when the bytes ranks exchange change meaning (2: framed TCP messages, no Gloo)
 MUST_MATCH = ("release", "wire", "tensor_ops")
 
 

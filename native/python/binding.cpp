@@ -126,7 +126,7 @@ hvd_tensor to_tensor(const A& a, const char* what) {
   return t;
 }
 
-// The launcher's store client, called back (with the GIL) from Gloo's rendezvous.
+// The launcher's store client, called back (with the GIL) from the TCP mesh's rendezvous.
 struct PyStore {
   nb::callable set_fn, get_fn;
 };

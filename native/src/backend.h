@@ -1,6 +1,6 @@
-// The transport a build carries collective data over (Gloo or MPI). The ops
-// layer (ops.cpp) validates tensors, checks ranks agree, applies scaling and
-// fusion, then calls these byte-level primitives.
+// The transport a build carries collective data over (the gloo controller's
+// TCP mesh or MPI). The ops layer (ops.cpp) validates tensors, checks ranks
+// agree, applies scaling and fusion, then calls these byte-level primitives.
 #pragma once
 
 #include <cstddef>
@@ -61,8 +61,7 @@ std::unique_ptr<Backend> make_mpi_backend(double timeout_s);
 // (shm_backend.cpp); returns `inner` itself when HVD_SELECTOR_SHM=0 or size 1.
 std::unique_ptr<Backend> with_shared_memory(std::unique_ptr<Backend> inner, double timeout_s);
 
-// Versions of the libraries compiled in, for hvd_library_versions().
-std::string gloo_version();
+// Version of the MPI library compiled in, for hvd_library_versions().
 std::string mpi_version();
 
 }  // namespace hvd

@@ -246,11 +246,7 @@ const char* hvd_library_versions(void) {
   static std::string s;
   static std::once_flag once;
   std::call_once(once, [] {
-#ifdef HVD_HAVE_GLOO
-    s += "gloo=" + gloo_version();
-#endif
 #ifdef HVD_HAVE_MPI
-    if (!s.empty()) s += ";";
     s += "mpi=" + mpi_version();
 #endif
   });

@@ -23,7 +23,7 @@ from selector_backend.files.tomlfile import TomlDocument, load_toml_remembered
 
 AXIS_KINDS = ("single", "multi")
 CAPABILITIES = ("nvidia_gpu", "mpi")
-LIBRARIES = ("gloo", "mpi", "nccl")
+LIBRARIES = ("openssl", "mpi", "nccl")
 _TOP_LEVEL = {
     "package",
     "axes",
@@ -195,7 +195,7 @@ class Catalog(NamedTuple):
         return needs
 
     def libraries_of(self, variant: Variant) -> tuple[str, ...]:
-        """The libraries (gloo, mpi, nccl) a variant links: the catalog's [libraries] table, read here only."""
+        """The libraries (openssl, mpi, nccl) a variant links: the catalog's [libraries] table, read here only."""
         uses = {
             lib
             for axis in self.axes

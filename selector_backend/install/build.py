@@ -10,7 +10,6 @@ sees one line instead of a CMake log.
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 import sys
@@ -28,10 +27,9 @@ from selector_backend.errors import ExternalError, IntegrityError
 from selector_backend.install.cmake_config import describe, probe_compiler, write_description
 from selector_backend.install.wheelcheck import read_member
 
-BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.0", "cmake>=3.24", "ninja")
-#: Where GlooConfig.cmake sits under a prefix (CMake's config-mode search layouts).
-GLOO_CONFIG_UNDER_PREFIX = ("share/cmake/Gloo", "lib*/cmake/Gloo", "lib/*/cmake/Gloo")
-GLOO_SYSTEM_PREFIXES = ("/usr", "/usr/local")
+BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.2", "cmake>=3.24", "ninja")
+#: Where CMake's FindOpenSSL looks for the headers the gloo controller's TCP mesh needs (libcrypto's HMAC).
+OPENSSL_SYSTEM_PREFIXES = ("/usr", "/usr/local")
 
 
 def log(message: str) -> None:
@@ -71,14 +69,12 @@ def _which_any(*names: str) -> str | None:
     return None
 
 
-def gloo_config_found(environ: Mapping[str, str]) -> bool:
-    """GlooConfig.cmake where find_package(Gloo) looks: Gloo_DIR, under a CMAKE_PREFIX_PATH
-    entry (a Spack build hands the Gloo it built that way), or a system prefix."""
-    gloo_dir = environ.get("Gloo_DIR")
-    if gloo_dir and os.path.isfile(os.path.join(gloo_dir, "GlooConfig.cmake")):
-        return True
-    prefixes = [p for p in environ.get("CMAKE_PREFIX_PATH", "").split(os.pathsep) if p] + list(GLOO_SYSTEM_PREFIXES)
-    return any(glob.glob(os.path.join(p, d, "GlooConfig.cmake")) for p in prefixes for d in GLOO_CONFIG_UNDER_PREFIX)
+def openssl_headers_found(environ: Mapping[str, str]) -> bool:
+    """openssl/hmac.h where find_package(OpenSSL) looks: OPENSSL_ROOT_DIR, a CMAKE_PREFIX_PATH
+    entry (a Spack build hands its openssl that way), or a system prefix."""
+    prefixes = [environ.get("OPENSSL_ROOT_DIR", "")]
+    prefixes += environ.get("CMAKE_PREFIX_PATH", "").split(os.pathsep) + list(OPENSSL_SYSTEM_PREFIXES)
+    return any(p and os.path.isfile(os.path.join(p, "include", "openssl", "hmac.h")) for p in prefixes)
 
 
 def nvcc_release(nvcc: str) -> str | None:
@@ -105,8 +101,11 @@ def missing_toolchain(variant: Variant, host: HostProfile | None = None) -> list
     from selector_backend.engine.catalog import load_catalog
 
     uses = load_catalog().libraries_of(variant)
-    if "gloo" in uses and not gloo_config_found(os.environ):
-        problems.append("Gloo (apt install libgloo-dev, or recipes/gloo/; or set Gloo_DIR or CMAKE_PREFIX_PATH)")
+    if "openssl" in uses and not openssl_headers_found(os.environ):
+        problems.append(
+            "OpenSSL's libcrypto headers (apt install libssl-dev, or dnf install openssl-devel; "
+            "or set OPENSSL_ROOT_DIR)"
+        )
     if "mpi" in uses and not _mpi_wheel(host) and not _which_any(os.environ.get("MPICC", ""), "mpicc"):
         problems.append("MPI with mpicc (pip install mpich, or apt install libmpich-dev; see recipes/mpi/)")
     cuda = str(variant["cuda"])

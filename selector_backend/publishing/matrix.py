@@ -26,8 +26,10 @@ from selector_backend.errors import InputError, unknown_choice
 #: GitHub Actions refuses a matrix with more jobs than this.
 GITHUB_MATRIX_LIMIT = 256
 
-#: CPython versions every variant job builds (requires-python >= 3.10).
-DEFAULT_PYTHONS = ("cp310", "cp311", "cp312", "cp313")
+#: CPython versions every variant job builds (requires-python >= 3.10), and 3.14's
+#: free-threaded build: the core runs every call with the GIL released already, so it
+#: declares itself free-threading safe (nanobind FREE_THREADED; docs/guide/ci-matrix.md).
+DEFAULT_PYTHONS = ("cp310", "cp311", "cp312", "cp313", "cp314", "cp314t")
 
 #: GitHub-hosted runners per machine family.
 RUNNERS = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
@@ -39,10 +41,14 @@ CPU_IMAGES = {
 }
 
 #: CUDA manylinux images (manylinux_2_28 + the CUDA toolkit); {toolkit} is the
-#: catalog's cuda_lines.N.toolkit, so a new CUDA line needs no code change.
+#: catalog's cuda_lines.N.toolkit, so a new CUDA line needs no code change. The names
+#: are PyTorch's own (WHEEL_CONTAINER_IMAGES in pytorch/pytorch's
+#: .github/scripts/generate_binary_build_matrix.py): x86_64 CUDA wheels build in
+#: manylinux2_28-builder, aarch64 CUDA wheels in manylinuxaarch64-builder
+#: (manylinux2_28_aarch64-builder is PyTorch's CPU-only aarch64 image).
 CUDA_IMAGES = {
     "x86_64": "pytorch/manylinux2_28-builder:cuda{toolkit}",
-    "aarch64": "pytorch/manylinux2_28_aarch64-builder:cuda{toolkit}",
+    "aarch64": "pytorch/manylinuxaarch64-builder:cuda{toolkit}",
 }
 
 #: Where the manylinux recipes install dependencies inside the container.

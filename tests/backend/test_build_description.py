@@ -49,7 +49,6 @@ def config(variant: str, label: str, **axes_and_facts: str) -> dict[str, str]:
         "frameworks": "pytorch",
         **axes_and_facts,
         "compiler": "GNU 12.2.0",
-        "gloo_version": "",
         "mpi_compiler": "",
         "mpiexec": "",
         "build_type": "",
@@ -64,7 +63,7 @@ NCCL_ARM = "target=neoverse_v2 cuda=13 cuda_arch=100,90 tensor_ops=nccl controll
 def test_gloo_x86_64_v3(catalog: Catalog) -> None:
     d = describe(catalog.parse_variant(GLOO_V3), catalog, GCC12)
     assert d.target_flags == ("-march=x86-64-v3", "-mtune=generic")
-    assert d.libraries == ("gloo",)
+    assert d.libraries == ("openssl",)  # the gloo controller links no Gloo: its TCP mesh needs libcrypto
     assert (d.cuda, d.cuda_toolkit, d.cuda_architectures) == ("", "", ())
     assert dict(d.build_config) == config(
         GLOO_V3,
@@ -86,15 +85,15 @@ def test_gloo_x86_64_v3(catalog: Catalog) -> None:
 def test_mpi_with_the_gloo_controller_links_both(catalog: Catalog) -> None:
     d = describe(catalog.parse_variant(MPI_BASE), catalog, GCC12)
     assert d.target_flags == ("-march=x86-64", "-mtune=generic")
-    assert d.libraries == ("gloo", "mpi")
+    assert d.libraries == ("openssl", "mpi")
     assert d.build_config["controllers"] == "mpi,gloo" and d.build_config["tensor_ops"] == "mpi"
-    assert "set(HVD_WITH_GLOO ON)\nset(HVD_WITH_MPI ON)\nset(HVD_WITH_NCCL OFF)\n" in d.cmake_script()
+    assert "set(HVD_WITH_OPENSSL ON)\nset(HVD_WITH_MPI ON)\nset(HVD_WITH_NCCL OFF)\n" in d.cmake_script()
 
 
 def test_nccl_on_neoverse_v2_gets_sass_for_each_arch_and_ptx_for_the_highest(catalog: Catalog) -> None:
     d = describe(catalog.parse_variant(NCCL_ARM), catalog, GCC12)
     assert d.target_flags == ("-march=armv9-a+i8mm+bf16", "-mtune=cortex-a710")
-    assert d.libraries == ("gloo", "nccl")
+    assert d.libraries == ("openssl", "nccl")
     assert (d.cuda, d.cuda_toolkit) == ("13", "13.0")
     assert d.cuda_architectures == ("90-real", "100-real", "100-virtual")
     assert d.build_config["cuda_architectures"] == "90-real,100-real,100-virtual"
@@ -177,7 +176,7 @@ def test_a_new_target_and_cuda_arch_need_only_the_catalog(tmp_path: Path) -> Non
     d = describe(variant, catalog, GCC12)
     assert d.target_flags == ("-march=znver3", "-mtune=znver3")
     assert d.cuda_architectures == ("90-real", "130-real", "130-virtual")
-    assert (d.cuda, d.cuda_toolkit, d.libraries) == ("13", "13.0", ("gloo", "nccl"))
+    assert (d.cuda, d.cuda_toolkit, d.libraries) == ("13", "13.0", ("openssl", "nccl"))
     assert d.build_config["target"] == "zen3" and d.build_config["cuda_arch"] == "90,130"
     assert variant_json.parse(d.variant_json, catalog)[1] == variant
     # The project's own catalog does not know them: the copy alone made them buildable.
@@ -258,7 +257,7 @@ def test_what_cmake_found_is_added_to_build_config_as_valid_json(catalog: Catalo
     )
     written = json.loads((build / "build_config.json").read_text())
     assert written["mpiexec"] == odd
-    assert written["mpi_compiler"] == shutil.which("mpicc.mpich") and written["gloo_version"]
+    assert written["mpi_compiler"] == shutil.which("mpicc.mpich")
     assert {k: v for k, v in written.items() if k not in FOUND_BY_BUILD} == {
         k: v for k, v in d.build_config.items() if k not in FOUND_BY_BUILD
     }
@@ -303,7 +302,7 @@ def test_the_description_dataclass_is_all_cmake_gets(catalog: Catalog) -> None:
         "HVD_CXX_COMPILER_ID",
         "HVD_CXX_COMPILER_VERSION",
         "HVD_TARGET_FLAGS",
-        "HVD_WITH_GLOO",
+        "HVD_WITH_OPENSSL",
         "HVD_WITH_MPI",
         "HVD_WITH_NCCL",
         "HVD_CUDA",

@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"
-DEPENDENCIES = ("gloo", "mpi", "nccl", "cuda")
+DEPENDENCIES = ("openssl", "mpi", "nccl", "cuda")
 ENVIRONMENTS = ("manylinux", "debian", "pip")
 
 
@@ -61,11 +61,22 @@ def test_recipes_pass_shellcheck() -> None:
     assert result.returncode == 0, result.stdout
 
 
-def test_debian_gloo_builds_and_runs_a_ring_allreduce() -> None:
-    result = recipe("gloo/debian.sh")
+@pytest.mark.parametrize("environment", ["debian", "pip"])
+def test_openssl_computes_an_rfc_4231_hmac(environment: str) -> None:
+    """The gloo controller's one library: libcrypto's HMAC-SHA256, compiled and run."""
+    result = recipe(f"openssl/{environment}.sh")
     assert result.returncode == 0, result.stderr
-    assert "gloo allreduce size=1 value=1.5" in result.stderr
-    assert (Path(exports(result.stdout)["Gloo_DIR"]) / "GlooConfig.cmake").is_file()
+    assert "hmac-sha256 5bdcc146" in result.stderr
+    assert (Path(exports(result.stdout)["OPENSSL_ROOT_DIR"]) / "include/openssl/hmac.h").is_file()
+
+
+def test_pip_openssl_without_headers_says_what_to_install(tmp_path: Path) -> None:
+    result = recipe("openssl/pip.sh", env={"OPENSSL_ROOT_DIR": str(tmp_path)})
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"openssl/pip.sh: error: no OpenSSL headers under {tmp_path} (PyPI has none): apt install libssl-dev, "
+        "or dnf install openssl-devel, or set OPENSSL_ROOT_DIR"
+    ]
 
 
 @pytest.mark.parametrize("impl", ["mpich", "openmpi"])
@@ -132,7 +143,7 @@ def test_missing_dependency_is_one_line_naming_the_fix(tmp_path: Path) -> None:
     assert "run without --check to install nvidia-nccl-cu13" in result.stderr
     bad = recipe("mpi/debian.sh", env={"HVD_MPI": "lam"})
     assert bad.returncode == 1 and "HVD_MPI=lam is not mpich or openmpi" in bad.stderr
-    usage = recipe("gloo/debian.sh", "--frobnicate")
+    usage = recipe("openssl/debian.sh", "--frobnicate")
     assert usage.returncode == 1 and "unknown option --frobnicate" in usage.stderr
 
 

@@ -32,6 +32,16 @@ def _peer(build: Build, role: str, attack: str, tmp_path: Path) -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
+def test_the_core_links_no_gloo_and_libcrypto(gloo_build: Build) -> None:
+    """The gloo controller's data plane is the core's own: no Gloo code in the module
+    (neither a libgloo it needs nor a static copy's symbols), OpenSSL's libcrypto for the HMAC."""
+    (core,) = (gloo_build.stage / "hvd_selector").glob("_core*.so")
+    needed = subprocess.run(["readelf", "-d", str(core)], capture_output=True, text=True, check=True).stdout
+    assert "libcrypto.so" in needed and "gloo" not in needed.lower(), needed
+    symbols = subprocess.run(["nm", "-DC", str(core)], capture_output=True, text=True, check=True).stdout
+    assert "HMAC" in symbols and "gloo::" not in symbols
+
+
 @pytest.mark.parametrize("role", ["listen", "connect"])
 def test_a_peer_with_the_secret_is_accepted(gloo_build: Build, role: str, tmp_path: Path) -> None:
     """Python's HMAC-SHA256 and the core's agree, in both directions."""
@@ -62,6 +72,17 @@ def test_only_strangers_time_out_naming_the_missing_rank(gloo_build: Build, tmp_
     out = _peer(gloo_build, "listen", "only-strangers", tmp_path)
     assert out.startswith("timeout init: rank(s) 1 did not connect to rank 0's data listener"), out
     assert "3 other connection(s) were refused" in out
+
+
+def test_a_frame_the_collective_did_not_expect_is_a_mismatch(gloo_build: Build, tmp_path: Path) -> None:
+    """After the handshake every message is framed (u64 sequence, u64 length); a peer whose
+    frame disagrees with the collective fails it with MismatchError, never data read as data."""
+    result, seq, length, message = _peer(gloo_build, "listen", "bad-frame", tmp_path).split(" ", 3)
+    assert (result, seq) == ("mismatch", "0") and int(length) > 0
+    assert message == (
+        f"allgather: rank 1 sent message 0 of {int(length) + 1} bytes where this rank expected message 0 of "
+        f"{length} bytes: the ranks are not running the same collectives"
+    )
 
 
 @pytest.mark.parametrize("shm", ["0", "1"])

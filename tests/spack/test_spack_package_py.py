@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from selector_backend.engine import targets
 from selector_backend.engine.catalog import load_catalog
 from selector_backend.engine.variant import Variant
 from selector_backend.errors import InputError
-from selector_backend.install.build import gloo_config_found
+from selector_backend.install.build import missing_toolchain
 from selector_backend.interop.spack.package_py import (
     GIT_URL,
     Directive,
@@ -351,7 +350,10 @@ def test_checker_requires_the_cuda_arch_restriction(tmp_path, catalog):
 def _libraries_used(variant):
     """Independently of the file: the libraries a variant links, and CUDA for a GPU build."""
     uses = {*variant.values_of("tensor_ops"), *variant.values_of("controllers")}
-    return {lib for lib in ("gloo", "mpi", "nccl") if lib in uses} | ({"cuda"} if variant["cuda"] != "none" else set())
+    libs = {lib for lib in ("mpi", "nccl") if lib in uses} | (
+        {"openssl"} if "gloo" in variant.values_of("controllers") else set()
+    )
+    return libs | ({"cuda"} if variant["cuda"] != "none" else set())
 
 
 def test_every_library_the_variant_uses_reaches_cmake_with_link_path_rpaths(package_module, catalog):
@@ -386,34 +388,30 @@ def test_every_library_the_variant_uses_reaches_cmake_with_link_path_rpaths(pack
             assert defines["MPI_C_COMPILER"] == env.values["MPICC"] == "/spack/opt/mpi-hash/bin/mpicc"
         assert env.values.get("HVD_NCCL_HOME") == ("/spack/opt/nccl-hash" if "nccl" in used else None)
         assert env.values.get("CUDACXX") == ("/spack/opt/cuda-hash/bin/nvcc" if cuda else None)
-    assert seen == {"gloo", "mpi", "nccl", "cuda"}  # the prebuilt variants cover every library
+    assert seen == {"openssl", "mpi", "nccl", "cuda"}  # the prebuilt variants cover every library
 
 
-def test_backend_toolchain_check_finds_the_gloo_spack_hands_over(package_module, tmp_path, monkeypatch):
-    """The pre-check must accept a Gloo that is only on CMAKE_PREFIX_PATH (not on system paths)."""
+def test_a_gloo_build_needs_no_gloo_from_spack(package_module, catalog):
+    """The gloo controller links no Gloo: Spack hands the build OpenSSL's prefix only and the
+    backend's toolchain check asks for no Gloo, so py-torch keeps whatever gloo it wants."""
     module, _ = package_module
     values = {"tensor_ops": "gloo", "controllers": ("gloo",), "cuda": "none"}
-    gloo = tmp_path / "gloo-2023-12-03-abc"
-    env_vars, prefix_path, _ = module.hvd_dependency_settings(values, {"gloo": str(gloo)}, None, "/usr/bin/cmake")
-    monkeypatch.setattr("selector_backend.install.build.GLOO_SYSTEM_PREFIXES", ())  # as if no libgloo-dev
-    environ = {**env_vars, "CMAKE_PREFIX_PATH": os.pathsep.join(prefix_path)}
-    assert not gloo_config_found(environ)  # the prefix holds no Gloo yet
-    for layout in ("share/cmake/Gloo", "lib64/cmake/Gloo", "lib/x86_64-linux-gnu/cmake/Gloo"):
-        config = gloo / layout / "GlooConfig.cmake"
-        config.parent.mkdir(parents=True)
-        config.write_text("# Gloo\n")
-        assert gloo_config_found(environ), layout
-        config.unlink()
-    assert gloo_config_found({"Gloo_DIR": str(config.parent)}) is False
-    config.write_text("# Gloo\n")
-    assert gloo_config_found({"Gloo_DIR": str(config.parent)})
+    assert module.hvd_libraries(values) == ["openssl"]
+    env_vars, prefix_path, _ = module.hvd_dependency_settings(values, {"openssl": "/o"}, None, "/usr/bin/cmake")
+    assert prefix_path == ["/o"] and env_vars == {"CMAKE_EXECUTABLE": "/usr/bin/cmake"}
+    variant = catalog.parse_variant(
+        "target=x86_64 cuda=none cuda_arch=none tensor_ops=gloo controllers=gloo frameworks=pytorch"
+    )
+    assert not [p for p in missing_toolchain(variant) if "gloo" in p.lower()]
+    deps = [line for line in PACKAGE.read_text().splitlines() if "depends_on(" in line]
+    assert not [line for line in deps if '"gloo' in line], deps
 
 
 @pytest.mark.parametrize(
     ("old", "new", "problem"),
     [
         ('"nccl@2.19:"', '"nccl"', "no depends_on('nccl@2.19:', when='tensor_ops=nccl')"),
-        ('"py-nanobind@2:"', '"py-nanobind"', "no depends_on('py-nanobind@2:', when=None)"),
+        ('"py-nanobind@2.2:"', '"py-nanobind"', "no depends_on('py-nanobind@2.2:', when=None)"),
         ('when="^python@:3.10"', 'when="^python@:3.9"', "no depends_on('py-tomli', when='^python@:3.10')"),
         ('"py-torch", type="run"', '"py-tensorflow", type="run"', "no depends_on('py-torch'"),
         ('git = "https://', 'git = "http://', "git = 'http://"),

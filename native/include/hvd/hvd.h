@@ -134,7 +134,7 @@ hvd_status hvd_remove_process_set(int id);
 hvd_status hvd_use_process_set(int id);
 
 /* Build facts: "tensor_ops=gloo controllers=gloo target=x86_64_v3 ..." and
- * library versions ("gloo=0.5.0 mpi=MPICH 4.0.2"). Static storage. */
+ * library versions ("mpi=MPICH 4.0.2"; "" without MPI). Static storage. */
 const char* hvd_build_string(void);
 const char* hvd_library_versions(void);
 

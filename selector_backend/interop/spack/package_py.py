@@ -37,9 +37,12 @@ HOMEPAGE = "https://github.com/hvd-selector/hvd-selector"
 
 #: Lower bounds the build needs (CMakeLists.txt, native/nccl, pyproject's build requires).
 NCCL_MIN = "2.19"
-#: Newest Gloo whose tcp::Pair can adopt the core's authenticated sockets (a listener per pair).
-GLOO_MAX = "2022-05-18"
-NANOBIND_MIN = "2"
+NANOBIND_MIN = "2.2"  # FREE_THREADED
+
+#: The Spack releases the generated package.py is written for: language dependencies
+#: (depends_on("c")) and py-scikit-build-core 0.10 arrived in 0.23, the build-system base
+#: classes moved to the spack_repo.builtin repository in 1.0 (imported either way).
+SUPPORTED_SPACK = "0.23, 1.0 and later"
 
 
 class Directive(NamedTuple):
@@ -247,6 +250,7 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         "# GENERATED from variants/catalog.toml by `hvd-selector spack package --write`;",
         "# do not edit. tests/spack/test_spack_package_py.py fails when the two disagree.",
         "# ruff: noqa: F405",
+        f"# For Spack {SUPPORTED_SPACK} (docs/guide/spack.md).",
         '"""Spack package for hvd-selector, the Horovod-style collective library."""',
         "",
         "from spack.package import *  # noqa: F403",
@@ -291,7 +295,8 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         "def hvd_libraries(values):",
         '    """The Spack dependencies whose prefixes the build of these values needs, in a fixed order."""',
         '    uses = {values["tensor_ops"], *values["controllers"]}',
-        '    libraries = [name for name in ("gloo", "mpi", "nccl") if name in uses]',
+        '    libraries = ["openssl"] if "gloo" in values["controllers"] else []',
+        '    libraries += [name for name in ("mpi", "nccl") if name in uses]',
         '    return libraries + (["cuda"] if values["cuda"] != "none" else [])',
         "",
         "",
@@ -299,8 +304,8 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         '    """Environment and -D definitions that point the build at the dependencies Spack built.',
         "",
         "    prefixes maps each of hvd_libraries(values) to its install prefix, mpicc is the MPI's",
-        "    compiler wrapper (None without MPI), cmake Spack's cmake. CMAKE_PREFIX_PATH finds Gloo",
-        "    (CMake and the backend's toolchain check), link-path RPATHs keep the libraries found at",
+        "    compiler wrapper (None without MPI), cmake Spack's cmake. CMAKE_PREFIX_PATH finds the",
+        "    libraries (CMake and the backend's toolchain check), link-path RPATHs keep them found at",
         "    run time, and CMAKE_EXECUTABLE stops scikit-build-core preferring a cmake module of the",
         "    Python prefix. Returns (variables to set, CMAKE_PREFIX_PATH entries, definitions).",
         '    """',
@@ -319,7 +324,7 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         "",
         "",
         f"class {cls}(PythonPackage, CudaPackage):",
-        '    """Horovod-style collectives (allreduce, allgather, broadcast) over Gloo, MPI and NCCL.',
+        '    """Horovod-style collectives (allreduce, allgather, broadcast) over TCP, MPI and NCCL.',
         "",
         "    The build is an exact source build of one catalog variant: the selector backend is",
         "    told the variant (HVD_SELECTOR_VARIANT, build policy always-build, offline) and",
@@ -390,10 +395,8 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         '    depends_on("py-torch", type="run", when="frameworks=pytorch")',
         '    depends_on("mpi", when="controllers=mpi")',
         '    depends_on("mpi", when="tensor_ops=mpi")',
-        "    # the core hands Gloo 0.5.0's tcp pairs HMAC-authenticated (libcrypto) sockets;",
-        "    # Gloo's 2023 releases reworked that pair API",
-        f'    depends_on("gloo@:{GLOO_MAX}", when="controllers=gloo")',
-        f'    depends_on("gloo@:{GLOO_MAX}", when="tensor_ops=gloo")',
+        "    # the gloo controller's data plane is the core's own TCP mesh, authenticated with",
+        "    # HMAC-SHA256 from libcrypto; it links no Gloo, so any py-torch+gloo can sit beside it",
         '    depends_on("openssl", when="controllers=gloo")',
         '    depends_on("openssl", when="tensor_ops=gloo")',
         f'    depends_on("nccl@{NCCL_MIN}:", when="tensor_ops=nccl")',
@@ -529,8 +532,6 @@ REQUIRED_DEPENDENCIES = (
     (f"py-nanobind@{NANOBIND_MIN}:", None),
     ("py-tomli", "^python@:3.10"),
     ("py-torch", "frameworks=pytorch"),
-    (f"gloo@:{GLOO_MAX}", "controllers=gloo"),
-    (f"gloo@:{GLOO_MAX}", "tensor_ops=gloo"),
     ("openssl", "controllers=gloo"),
     ("openssl", "tensor_ops=gloo"),
     ("mpi", "controllers=mpi"),

@@ -3,6 +3,7 @@
 # GENERATED from variants/catalog.toml by `hvd-selector spack package --write`;
 # do not edit. tests/spack/test_spack_package_py.py fails when the two disagree.
 # ruff: noqa: F405
+# For Spack 0.23, 1.0 and later (docs/guide/spack.md).
 """Spack package for hvd-selector, the Horovod-style collective library."""
 
 from spack.package import *  # noqa: F403
@@ -73,7 +74,8 @@ def hvd_values(runs_on, cuda_major, tensor_ops, controllers, frameworks, cuda_ar
 def hvd_libraries(values):
     """The Spack dependencies whose prefixes the build of these values needs, in a fixed order."""
     uses = {values["tensor_ops"], *values["controllers"]}
-    libraries = [name for name in ("gloo", "mpi", "nccl") if name in uses]
+    libraries = ["openssl"] if "gloo" in values["controllers"] else []
+    libraries += [name for name in ("mpi", "nccl") if name in uses]
     return libraries + (["cuda"] if values["cuda"] != "none" else [])
 
 
@@ -81,8 +83,8 @@ def hvd_dependency_settings(values, prefixes, mpicc, cmake):
     """Environment and -D definitions that point the build at the dependencies Spack built.
 
     prefixes maps each of hvd_libraries(values) to its install prefix, mpicc is the MPI's
-    compiler wrapper (None without MPI), cmake Spack's cmake. CMAKE_PREFIX_PATH finds Gloo
-    (CMake and the backend's toolchain check), link-path RPATHs keep the libraries found at
+    compiler wrapper (None without MPI), cmake Spack's cmake. CMAKE_PREFIX_PATH finds the
+    libraries (CMake and the backend's toolchain check), link-path RPATHs keep them found at
     run time, and CMAKE_EXECUTABLE stops scikit-build-core preferring a cmake module of the
     Python prefix. Returns (variables to set, CMAKE_PREFIX_PATH entries, definitions).
     """
@@ -101,7 +103,7 @@ def hvd_dependency_settings(values, prefixes, mpicc, cmake):
 
 
 class PyHvdSelector(PythonPackage, CudaPackage):
-    """Horovod-style collectives (allreduce, allgather, broadcast) over Gloo, MPI and NCCL.
+    """Horovod-style collectives (allreduce, allgather, broadcast) over TCP, MPI and NCCL.
 
     The build is an exact source build of one catalog variant: the selector backend is
     told the variant (HVD_SELECTOR_VARIANT, build policy always-build, offline) and
@@ -162,7 +164,7 @@ class PyHvdSelector(PythonPackage, CudaPackage):
     depends_on("cmake@3.24:", type="build")
     # 0.10: CMAKE_EXECUTABLE picks Spack's cmake over a cmake module in the Python prefix
     depends_on("py-scikit-build-core@0.10:", type="build")
-    depends_on("py-nanobind@2:", type="build")
+    depends_on("py-nanobind@2.2:", type="build")
     # the backend computes the build description (archspec flags) before CMake runs
     depends_on("py-packaging@22:", type=("build", "run"))
     depends_on("py-archspec@0.2.5:", type=("build", "run"))
@@ -173,10 +175,8 @@ class PyHvdSelector(PythonPackage, CudaPackage):
     depends_on("py-torch", type="run", when="frameworks=pytorch")
     depends_on("mpi", when="controllers=mpi")
     depends_on("mpi", when="tensor_ops=mpi")
-    # the core hands Gloo 0.5.0's tcp pairs HMAC-authenticated (libcrypto) sockets;
-    # Gloo's 2023 releases reworked that pair API
-    depends_on("gloo@:2022-05-18", when="controllers=gloo")
-    depends_on("gloo@:2022-05-18", when="tensor_ops=gloo")
+    # the gloo controller's data plane is the core's own TCP mesh, authenticated with
+    # HMAC-SHA256 from libcrypto; it links no Gloo, so any py-torch+gloo can sit beside it
     depends_on("openssl", when="controllers=gloo")
     depends_on("openssl", when="tensor_ops=gloo")
     depends_on("nccl@2.19:", when="tensor_ops=nccl")

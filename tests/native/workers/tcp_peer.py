@@ -15,6 +15,10 @@ with Python's own hmac/hashlib, after ATTACK ran against the core:
 - only-strangers: three wrong-key strays and no real peer: init times out
   naming rank 1 (prints "timeout <message>").
 - none: the plain protocol, both roles.
+- bad-frame (ROLE=listen): after init the peer answers the core's first
+  message with a frame of the wrong length; the core's collective must fail
+  with MismatchError (prints "mismatch <sequence> <bytes> <message>": the
+  frame the core sent, read here, then the core's error).
 
 Prints one line "ok <strays> <bytes each stray received>" or raises.
 """
@@ -165,8 +169,32 @@ def run_listen() -> str:
         raise errors[0]
     got = [len(drain(s)) + read for s, read in held]
     assert _core.transport().startswith("gloo tcp"), _core.transport()
+    if attack == "bad-frame":
+        return bad_frame(real[0])
     _core.finalize()
     return f"ok {len(held)} {','.join(map(str, sorted(set(got)))) or '-'}"
+
+
+def bad_frame(conn: socket.socket) -> str:
+    """Read the core's first data frame (u64 sequence, u64 length), answer with a frame of
+    the wrong length, and report what the core's barrier raised."""
+    seen: list[tuple[int, int]] = []
+
+    def answer() -> None:
+        seq, length = struct.unpack(">QQ", recv_exact(conn, 16))
+        seen.append((seq, length))
+        conn.sendall(struct.pack(">QQ", seq, length + 1) + bytes(length + 1))
+
+    t = threading.Thread(target=answer)
+    t.start()
+    try:
+        _core.barrier()
+    except _core.MismatchError as exc:
+        t.join()
+        _core.finalize()
+        ((seq, length),) = seen
+        return f"mismatch {seq} {length} {exc}"
+    raise AssertionError("the core took a frame of the wrong length")
 
 
 def run_connect() -> str:
