@@ -112,3 +112,23 @@ def test_handshake_has_one_overall_deadline() -> None:
         assert closed and time.monotonic() - start < 3.0
     finally:
         server.stop()
+
+
+def test_run_help_states_the_launcher_s_numbers() -> None:
+    """The --help text (written out, so --help stays cheap) says what the launcher does."""
+    from selector_backend.cli.commands import run
+    from selector_backend.jobs import launcher, output
+
+    assert f"gives the other ranks {launcher.REPORT_SECONDS:g} s" in run.EPILOG
+    assert f"(--grace-period, default {launcher.GRACE_SECONDS:g} s)" in run.EPILOG
+    assert f"at most {output.CHUNK_BYTES >> 10} KiB per rank's" in run.EPILOG
+
+
+def test_hosts_are_host_names_or_addresses() -> None:
+    for good in ("node1", "gpu-07.cluster.example", "10.0.0.7", "login_1", "localhost"):
+        assert hosts.check_host(good, "-H") == good
+    for bad in ("-oProxyCommand=touch /tmp/x", "user@node1", "node1;rm", "", "a" * 300, "no de", "node\x00"):
+        with pytest.raises(ValueError, match="is not a host name or IPv4 address"):
+            hosts.check_host(bad, "-H")
+    with pytest.raises(ValueError, match="more ranks than one job may have"):
+        hosts.assign(10**20, None)
