@@ -1,6 +1,7 @@
 // Initialisation, finalisation, identity and build facts of the core, plus
 // the cross-rank agreement check shared by all ops.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -85,11 +86,11 @@ bool same(const Descriptor& a, const Descriptor& b, bool vary_first_dim) {
   return true;
 }
 
-// The settings every rank must share, compared once at init() over the network
-// backend, before shared memory wraps it (HVD_SELECTOR_SHM decides whether it
-// does): ranks that disagree would otherwise run different protocols and crash
-// or hang instead of failing. Fixed size, so disagreeing ranks still exchange
-// equal-sized messages.
+// The settings every rank must share, compared once at init() before the
+// ranks exchange anything else: ranks that disagree would otherwise run
+// different protocols (HVD_SELECTOR_SHM decides whether shared memory wraps
+// the network backend at all) and crash or hang instead of failing. A record
+// has a fixed size, so even disagreeing ranks exchange equal-sized messages.
 struct SettingsRecord {
   uint32_t magic = 0x48565331u;  // "HVS1"
   int32_t shm = 1;
@@ -97,6 +98,15 @@ struct SettingsRecord {
   uint64_t fusion_bytes = 0;
   char error[240] = {0};  // this rank's own malformed setting, if any
 };
+
+SettingsRecord my_settings(const ShmSettings& shm) {
+  SettingsRecord mine;
+  mine.shm = shm.enabled ? 1 : 0;
+  mine.slot_bytes = shm.slot_bytes;
+  mine.fusion_bytes = hvd_fusion_threshold();
+  std::strncpy(mine.error, shm.error.c_str(), sizeof(mine.error) - 1);
+  return mine;
+}
 
 // "0-3,5,7" for ranks in ascending order, at most `limit` items.
 std::string rank_list(const std::vector<int>& ranks, size_t limit = 8) {
@@ -113,10 +123,10 @@ std::string rank_list(const std::vector<int>& ranks, size_t limit = 8) {
   return s;
 }
 
-// Throws one line naming the setting, each value and its ranks when the ranks disagree.
+// "" when every rank has the same value, else one line naming the setting, each value and its ranks.
 template <typename Value>
-void require_same(const std::vector<SettingsRecord>& all, const char* name,
-                  Value (*value)(const SettingsRecord&)) {
+std::string disagreement(const std::vector<SettingsRecord>& all, const char* name,
+                         Value (*value)(const SettingsRecord&)) {
   std::vector<std::pair<Value, std::vector<int>>> groups;
   for (size_t r = 0; r < all.size(); ++r) {
     Value v = value(all[r]);
@@ -126,47 +136,91 @@ void require_same(const std::vector<SettingsRecord>& all, const char* name,
     else
       it->second.push_back(static_cast<int>(r));
   }
-  if (groups.size() < 2) return;
+  if (groups.size() < 2) return "";
   std::string text = std::string(name) + " differs between ranks (";
   for (size_t g = 0; g < groups.size() && g < 4; ++g)
     text += (g ? "; " : "") + std::to_string(groups[g].first) + " on rank" +
             (groups[g].second.size() > 1 ? "s " : " ") + rank_list(groups[g].second);
-  text += std::string(groups.size() > 4 ? "; ..." : "") +
-          "); every rank must use the same value: set it once where the job starts (exported to every "
-          "rank), not per rank";
-  throw Error(HVD_ERR_INVALID, text);
+  return text + (groups.size() > 4 ? "; ..." : "") +
+         "); every rank must use the same value: set it once where the job starts (exported to every "
+         "rank), not per rank";
 }
 
-void agree_settings(Backend& net, const ShmSettings& shm) {
-  SettingsRecord mine;
-  mine.shm = shm.enabled ? 1 : 0;
-  mine.slot_bytes = shm.slot_bytes;
-  mine.fusion_bytes = hvd_fusion_threshold();
-  std::strncpy(mine.error, shm.error.c_str(), sizeof(mine.error) - 1);
-  std::vector<SettingsRecord> all(net.size());
-  net.allgather(&mine, all.data(), sizeof(SettingsRecord));
+// The verdict on every rank's record (peers' records are untrusted bytes): "" or one line.
+std::string judge(std::vector<SettingsRecord>& all) {
   for (size_t r = 0; r < all.size(); ++r) {
     all[r].error[sizeof(all[r].error) - 1] = 0;  // a peer's text ends inside its record, whatever it sent
-    if (all[r].magic != mine.magic)
-      throw Error(HVD_ERR_INVALID, "rank " + std::to_string(r) +
-                                       " sent no settings record at init (another release of hvd_selector?)");
+    if (all[r].magic != SettingsRecord{}.magic)
+      return "rank " + std::to_string(r) +
+             " sent no settings record at init (another release of hvd_selector?)";
   }
   for (size_t r = 0; r < all.size(); ++r)
-    if (all[r].error[0])
-      throw Error(HVD_ERR_INVALID, "rank " + std::to_string(r) + ": " + std::string(all[r].error));
-  require_same<int32_t>(all, "HVD_SELECTOR_SHM", [](const SettingsRecord& s) { return s.shm; });
-  if (mine.shm)
-    require_same<uint64_t>(all, "HVD_SELECTOR_SHM_SLOT",
-                           [](const SettingsRecord& s) { return s.slot_bytes; });
-  require_same<uint64_t>(all, "HOROVOD_FUSION_THRESHOLD (fusion_threshold())",
-                         [](const SettingsRecord& s) { return s.fusion_bytes; });
+    if (all[r].error[0]) return "rank " + std::to_string(r) + ": " + std::string(all[r].error);
+  std::string text =
+      disagreement<int32_t>(all, "HVD_SELECTOR_SHM", [](const SettingsRecord& s) { return s.shm; });
+  if (text.empty() && all[0].shm)
+    text = disagreement<uint64_t>(all, "HVD_SELECTOR_SHM_SLOT",
+                                  [](const SettingsRecord& s) { return s.slot_bytes; });
+  if (text.empty())
+    text = disagreement<uint64_t>(all, "HOROVOD_FUSION_THRESHOLD (fusion_threshold())",
+                                  [](const SettingsRecord& s) { return s.fusion_bytes; });
+  return text;
 }
 
-// The network backend, checked against the other ranks' settings and wrapped in shared memory.
-std::unique_ptr<Backend> complete(std::unique_ptr<Backend> net, double timeout_s) {
-  ShmSettings shm = shm_settings();
-  agree_settings(*net, shm);
-  return with_shared_memory(std::move(net), shm, timeout_s);
+// MPI: one allgather over the network backend, before shared memory wraps it.
+void agree_settings(Backend& net, const ShmSettings& shm) {
+  SettingsRecord mine = my_settings(shm);
+  std::vector<SettingsRecord> all(net.size());
+  net.allgather(&mine, all.data(), sizeof(SettingsRecord));
+  std::string verdict = judge(all);
+  if (!verdict.empty()) throw Error(HVD_ERR_INVALID, verdict);
+}
+
+void store_set(const hvd_store& store, const std::string& key, const std::string& value) {
+  char error[256] = {0};
+  if (store.set(store.ctx, key.c_str(), value.data(), value.size(), error) != 0)
+    throw Error(HVD_ERR_TIMEOUT, std::string("rendezvous: ") + error);
+}
+
+std::string store_get(const hvd_store& store, const std::string& key, double timeout_s) {
+  char error[256] = {0};
+  void* value = nullptr;
+  size_t len = 0;
+  if (store.get(store.ctx, key.c_str(), &value, &len, static_cast<int64_t>(timeout_s * 1000) + 1, error) != 0)
+    throw Error(HVD_ERR_TIMEOUT, std::string("rendezvous: ") + error);
+  std::string out(static_cast<char*>(value), len);
+  std::free(value);
+  return out;
+}
+
+// Gloo: through the rendezvous store, before any data connection exists;
+// rank 0 judges every record once and publishes the verdict (O(size) requests).
+void agree_settings(const hvd_store& store, int rank, int size, const ShmSettings& shm, double timeout_s) {
+  constexpr size_t kMaxVerdict = 1024;
+  SettingsRecord mine = my_settings(shm);
+  store_set(store, "settings/" + std::to_string(rank),
+            std::string(reinterpret_cast<const char*>(&mine), sizeof(mine)));
+  std::string verdict;
+  if (rank == 0) {
+    std::vector<SettingsRecord> all(size);
+    for (int r = 0; r < size && verdict.empty(); ++r) {
+      std::string bytes = store_get(store, "settings/" + std::to_string(r), timeout_s);
+      if (bytes.size() != sizeof(SettingsRecord))
+        verdict = "rank " + std::to_string(r) + " sent a settings record of " + std::to_string(bytes.size()) +
+                  " bytes, not " + std::to_string(sizeof(SettingsRecord)) +
+                  " (another release of hvd_selector?)";
+      else
+        std::memcpy(&all[r], bytes.data(), sizeof(SettingsRecord));
+    }
+    if (verdict.empty()) verdict = judge(all);
+    store_set(store, "settings/verdict", verdict);
+  } else {
+    verdict = store_get(store, "settings/verdict", timeout_s);  // rank 0's text: bounded, printable
+    if (verdict.size() > kMaxVerdict) verdict.resize(kMaxVerdict);
+    for (char& c : verdict)
+      if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  if (!verdict.empty()) throw Error(HVD_ERR_INVALID, verdict);
 }
 
 }  // namespace
@@ -279,9 +333,11 @@ hvd_status hvd_init_gloo(int rank, int size, int local_rank, int local_size, con
     if (!store || size < 1 || rank < 0 || rank >= size)
       throw Error(HVD_ERR_INVALID, "init: rank " + std::to_string(rank) + " / size " + std::to_string(size) +
                                        " is not a valid pair");
-    g_backend = complete(make_gloo_backend(rank, size, local_rank, local_size, *store,
-                                           hostname ? hostname : "127.0.0.1", timeout_s),
-                         timeout_s);
+    ShmSettings shm = shm_settings();
+    agree_settings(*store, rank, size, shm, timeout_s);
+    g_backend = with_shared_memory(make_gloo_backend(rank, size, local_rank, local_size, *store,
+                                                     hostname ? hostname : "127.0.0.1", timeout_s),
+                                   shm, timeout_s);
 #else
     (void)rank, (void)size, (void)local_rank, (void)local_size, (void)store, (void)hostname, (void)timeout_s;
     throw Error(HVD_ERR_UNAVAILABLE,
@@ -294,7 +350,10 @@ hvd_status hvd_init_mpi(double timeout_s) {
   return wrap([&] {
 #ifdef HVD_HAVE_MPI
     if (g_backend) throw Error(HVD_ERR_INVALID, "already initialised; call shutdown() first");
-    g_backend = complete(make_mpi_backend(timeout_s), timeout_s);
+    ShmSettings shm = shm_settings();
+    std::unique_ptr<Backend> net = make_mpi_backend(timeout_s);
+    agree_settings(*net, shm);
+    g_backend = with_shared_memory(std::move(net), shm, timeout_s);
 #else
     (void)timeout_s;
     throw Error(HVD_ERR_UNAVAILABLE, "this build has no mpi controller (" HVD_BUILD_STRING

@@ -147,7 +147,7 @@ class StoreServer(socketserver.ThreadingTCPServer):
 
     daemon_threads = True
     allow_reuse_address = True
-    request_queue_size = 128
+    request_queue_size = 1024  # a burst of connections waits in the kernel, not in SYN retries
 
     def __init__(
         self,
