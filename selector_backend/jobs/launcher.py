@@ -55,6 +55,7 @@ FORWARD_PREFIXES = ("HVD_SELECTOR_", "HOROVOD_", "PYTHONPATH", "NCCL_", "OMP_NUM
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 REMOTE_STUB = (Path(__file__).with_name("remote_stub.py")).read_text(encoding="utf-8")
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,34 @@ _prctl: Callable[..., int] | None = None
 if sys.platform.startswith("linux"):
     with contextlib.suppress(OSError, AttributeError):
         _prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _adopt_orphans() -> None:
+    """Become the parent of whatever mpiexec leaves behind (PR_SET_CHILD_SUBREAPER), so it can be ended."""
+    if _prctl is not None:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _children() -> list[int]:
+    """This process's children (Linux's /proc/self/task/*/children; none elsewhere)."""
+    found: list[int] = []
+    for task in Path("/proc/self/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(pid) for pid in task.read_text().split()]
+    return found
+
+
+def _end_orphans(kill_at: float, received: list[int]) -> None:
+    """Ranks mpiexec returned before (MPICH's Hydra does on SIGTERM): waited for, SIGKILLed at ``kill_at``."""
+    while orphans := _children():
+        if time.monotonic() >= kill_at or len(received) > 1:
+            for pid in orphans:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        time.sleep(POLL_SECONDS)
 
 
 def _die_with_launcher() -> None:
@@ -470,6 +499,7 @@ def launch_mpi(
     run_env.update(extra_env)
     run_env["HVD_SELECTOR_TIMEOUT"] = f"{timeout:g}"
     with _catch_signals() as received:
+        _adopt_orphans()
         proc = subprocess.Popen(args, env=run_env, start_new_session=True, preexec_fn=_die_with_launcher)
         signalled, kill_at = None, None
         while proc.poll() is None:
@@ -483,6 +513,7 @@ def launch_mpi(
             time.sleep(POLL_SECONDS)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)  # what mpiexec left behind in its group
+        _end_orphans(kill_at if kill_at is not None else time.monotonic() + grace, received)
     if signalled is not None:
         name = signal.Signals(signalled).name
         print(f"hvd-selector run: got {name}: passed it to {os.path.basename(exe)}", file=sys.stderr)

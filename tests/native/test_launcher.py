@@ -110,6 +110,24 @@ def test_a_rank_that_ignores_the_signal_is_killed_after_the_grace_period(gloo_bu
     assert not [pid for pid in processes(tmp_path) if alive(pid)]
 
 
+@pytest.mark.parametrize("impl", ["mpich", "openmpi"])
+def test_an_mpi_build_s_ranks_get_the_signal_and_end_with_the_launcher(
+    impl: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The signal goes to mpiexec, which passes it on; a rank ignoring it is gone when the launcher
+    returns (before: MPICH's mpiexec returned first and left it running)."""
+    build = request.getfixturevalue(f"{impl}_build")
+    proc = start(build, 2, tmp_path, "signals", "ignore", options=("--grace-period", "1"))
+    for r in range(2):
+        wait_for(tmp_path / f"child{r}", proc)
+    proc.send_signal(signal.SIGTERM)
+    code, _, err = finish(proc)
+    assert code == 143, err
+    assert (tmp_path / "signal0").read_text() == "SIGTERM"
+    assert f"hvd-selector run: got SIGTERM: passed it to mpiexec.{impl}" in err, err
+    assert not [pid for pid in processes(tmp_path) if alive(pid)], "a rank or its child outlived the launcher"
+
+
 def test_ranks_die_with_a_killed_launcher(gloo_build: Build, tmp_path: Path) -> None:
     """SIGKILL leaves the launcher no chance to stop anything: the kernel ends its ranks (PR_SET_PDEATHSIG)."""
     proc = start(gloo_build, 2, tmp_path, "signals")

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 out, mode = Path(sys.argv[1]), sys.argv[2]
-rank = int(os.environ["HVD_SELECTOR_RANK"])
+rank = int(next(os.environ[k] for k in ("HVD_SELECTOR_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK") if k in os.environ))
 
 
 def wait_for(name: str, seconds: float = 30) -> None:
