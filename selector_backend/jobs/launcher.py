@@ -278,7 +278,7 @@ def _start(
     secret: bytes | None,
     terminals: tuple[output.Terminal, output.Terminal],
     out: Output,
-    num_proc: int,
+    files: tuple[IO[bytes] | None, IO[bytes] | None],
 ) -> _Rank:
     """Start one rank (remote: ``secret`` goes to its stub's stdin, kept open for signals) and relay its output."""
     proc = subprocess.Popen(
@@ -293,9 +293,6 @@ def _start(
     if proc.stdin is not None and secret is not None:
         proc.stdin.write(secret.hex().encode() + b"\n")
         proc.stdin.flush()
-    files: tuple[IO[bytes] | None, IO[bytes] | None] = (None, None)
-    if out.directory:
-        files = output.output_files(out.directory, slot.rank, num_proc)
     label = f"[{slot.rank}] ".encode() if out.label else b""
     relays = []
     for stream, terminal, copy in zip((proc.stdout, proc.stderr), terminals, files, strict=True):
@@ -331,6 +328,8 @@ def launch_gloo(
     if any(s.local for s in slots):
         check_program(command, base)
     bind, advertised = rendezvous_address(slots, remote)
+    no_files: list[tuple[IO[bytes] | None, IO[bytes] | None]] = [(None, None)] * num_proc
+    files = output.output_files(out.directory, num_proc) if out.directory else no_files
     secret = secrets.token_bytes(32)
     server = StoreServer(secret, host=bind).start()
     port = server.address[1]
@@ -354,24 +353,24 @@ def launch_gloo(
                     rank_env["HVD_SELECTOR_IFACE"] = remote.network_interface
                 if slot.local:
                     full_env = {**base, **rank_env, "HVD_SELECTOR_SECRET": secret.hex()}
-                    ranks.append(_start(slot, list(command), full_env, None, terminals, out, num_proc))
+                    ranks.append(_start(slot, list(command), full_env, None, terminals, out, files[slot.rank]))
                 else:
                     forwarded = {k: v for k, v in base.items() if k.startswith(FORWARD_PREFIXES)}
                     argv = _ssh_argv(slot, remote, {**forwarded, **rank_env}, command, grace)
-                    ranks.append(_start(slot, argv, dict(base), secret, terminals, out, num_proc))
+                    ranks.append(_start(slot, argv, dict(base), secret, terminals, out, files[slot.rank]))
             return _watch(ranks, received, grace, terminals)
         except BaseException:
-            _stop_now(ranks)  # a later rank failed to start: the started ones must not be orphaned
+            _stop_now(ranks, grace)  # a later rank failed to start: the started ones must not be orphaned
             raise
         finally:
             server.stop()
 
 
-def _stop_now(ranks: Sequence[_Rank]) -> None:
+def _stop_now(ranks: Sequence[_Rank], grace: float) -> None:
     """SIGTERM, the grace period, SIGKILL: for the ranks started before the launch itself failed."""
     for r in ranks:
         r.send(signal.SIGTERM)
-    deadline = time.monotonic() + GRACE_SECONDS
+    deadline = time.monotonic() + grace
     for r in ranks:
         try:
             r.proc.wait(max(0.0, deadline - time.monotonic()))

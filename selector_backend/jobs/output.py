@@ -103,8 +103,28 @@ def relay(fd: int, terminal: Terminal, who: object, label: bytes, copy: IO[bytes
             copy.close()
 
 
-def output_files(directory: str, rank: int, num_proc: int) -> tuple[IO[bytes], IO[bytes]]:
-    """``DIRECTORY/rank.<rank>/stdout`` and ``.../stderr``, rank zero-padded (as horovodrun's --output-filename)."""
-    folder = Path(directory) / f"rank.{rank:0{len(str(num_proc - 1))}d}"
-    folder.mkdir(parents=True, exist_ok=True)
-    return open(folder / "stdout", "wb", buffering=0), open(folder / "stderr", "wb", buffering=0)
+def output_files(directory: str, num_proc: int) -> list[tuple[IO[bytes], IO[bytes]]]:
+    """``DIRECTORY/rank.<rank>/stdout`` and ``.../stderr`` for every rank, rank zero-padded (as horovodrun's
+    --output-filename), created before any rank starts: a problem is one ValueError, not a half-started job.
+
+    A symbolic link where a file goes is refused (O_NOFOLLOW): the launcher never writes through a link
+    someone planted in a shared directory.
+    """
+    width = len(str(num_proc - 1))
+    files: list[tuple[IO[bytes], IO[bytes]]] = []
+    try:
+        for rank in range(num_proc):
+            folder = Path(directory) / f"rank.{rank:0{width}d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            pair = []
+            for name in ("stdout", "stderr"):
+                fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+                pair.append(os.fdopen(fd, "wb", buffering=0))
+            files.append((pair[0], pair[1]))
+    except OSError as exc:
+        for both in files:
+            for handle in both:
+                handle.close()
+        where = exc.filename or directory
+        raise ValueError(f"--output-filename: cannot write {where}: {exc.strerror or exc}") from None
+    return files

@@ -263,13 +263,17 @@ def test_a_bad_hostfile_is_one_line_at_once(gloo_build: Build, tmp_path: Path, h
         (("-np", "2", "true"), {"HVD_SELECTOR_SHM_SLOT": "5"}, "HVD_SELECTOR_SHM_SLOT=5 must be a byte count"),
         (("-np", "2", "true"), {"HVD_SELECTOR_SHM": "maybe"}, "HVD_SELECTOR_SHM=maybe must be 0 or 1"),
         (("-np", "2", "--grace-period", "0", "true"), {}, "--grace-period must be a positive number"),
+        (("-np", "2", "--output-filename", "logs", "true"), {}, "cannot write logs/rank.0/stdout: Too many levels"),
     ],
-    ids=["no-program", "huge-np", "ssh-option-host", "shm-slot", "shm", "grace"],
+    ids=["no-program", "huge-np", "ssh-option-host", "shm-slot", "shm", "grace", "output-link"],
 )
 def test_bad_input_is_one_line_before_any_rank_starts(
     gloo_build: Build, tmp_path: Path, args: tuple[str, ...], env: dict[str, str], text: str
 ) -> None:
+    (tmp_path / "logs" / "rank.0").mkdir(parents=True)
+    (tmp_path / "logs" / "rank.0" / "stdout").symlink_to(tmp_path / "elsewhere")  # planted: never written through
     proc, elapsed = _run(gloo_build, tmp_path, *args, **env)
+    assert not (tmp_path / "elsewhere").exists()
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("hvd-selector: error: ") and text in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Errno" not in proc.stderr, proc.stderr
