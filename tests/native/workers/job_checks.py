@@ -19,7 +19,11 @@ from pathlib import Path
 
 out, mode = Path(sys.argv[1]), sys.argv[2]
 rank = int(
-    next(os.environ[k] for k in ("HVD_SELECTOR_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "RANK") if k in os.environ)
+    next(
+        os.environ[k]
+        for k in ("HVD_SELECTOR_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "RANK", "SLURM_PROCID")
+        if k in os.environ
+    )
 )
 outcome: dict[str, object] = {"rank": rank}
 
