@@ -175,7 +175,10 @@ class StoreServer(socketserver.ThreadingTCPServer):
         return str(host), int(port)
 
     def start(self) -> StoreServer:
-        self._thread = threading.Thread(target=self.serve_forever, name="hvd-rendezvous", daemon=True)
+        # A short poll: stop() (shutdown) waits for the loop to notice, and the launcher exits after it.
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="hvd-rendezvous", daemon=True
+        )
         self._thread.start()
         return self
 

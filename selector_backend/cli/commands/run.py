@@ -9,7 +9,7 @@ HELP = "start N ranks of a script with the installed hvd_selector build (like ho
 EPILOG = """\
 guarantees:
   A rank that fails (exits non-zero or is killed) ends the job: the launcher names the rank
-  and its host at once, gives the other ranks 1 s to report their own error, then sends them
+  and its host at once, gives the other ranks 0.5 s to report their own error, then sends them
   SIGTERM, then SIGKILL after the grace period (--grace-period, default 5 s).
   SIGTERM, SIGINT (Ctrl-C) and SIGHUP sent to the launcher go to every rank's process group,
   here and on the -H hosts; SIGKILL follows after the grace period, at once on a second
