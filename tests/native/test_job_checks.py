@@ -78,6 +78,14 @@ def test_a_setting_set_on_one_rank_only_fails_init_on_every_rank(
         assert text in outcome["message"] and "\n" not in outcome["message"], outcome
 
 
+def mpi4py_build(request: pytest.FixtureRequest) -> Build:
+    """The MPI build of the MPI mpi4py was compiled against (they share one process or one job)."""
+    pytest.importorskip("mpi4py")
+    probe = "from mpi4py import MPI; print(MPI.Get_library_version())"
+    version = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60).stdout
+    return request.getfixturevalue("openmpi_build" if "Open MPI" in version else "mpich_build")
+
+
 @pytest.mark.parametrize(
     "mode,text",
     [
@@ -86,12 +94,11 @@ def test_a_setting_set_on_one_rank_only_fails_init_on_every_rank(
     ],
 )
 def test_a_peer_s_counts_and_lengths_are_never_trusted(
-    openmpi_build: Build, mode: str, text: str, tmp_path: Path
+    request: pytest.FixtureRequest, mode: str, text: str, tmp_path: Path
 ) -> None:
     """Rank 1 is mpi4py speaking the core's wire format: a settings text with no end, a descriptor
     with ndim 2^30 and dimensions of 2^62. Rank 0 gets one line (before: a crash reading past them)."""
-    pytest.importorskip("mpi4py")
-    proc = launch(openmpi_build, 2, "job_checks.py", str(tmp_path), mode, cwd=tmp_path, HVD_SELECTOR_SHM="0")
+    proc = launch(mpi4py_build(request), 2, "job_checks.py", str(tmp_path), mode, cwd=tmp_path, HVD_SELECTOR_SHM="0")
     assert proc.returncode == 0, proc.stderr[-2000:]
     outcome = json.loads((tmp_path / "rank0.json").read_text())
     assert outcome.get("error") in ("ValueError", "MismatchError"), outcome
@@ -111,9 +118,8 @@ def test_an_mpi_build_initialises_again_after_shutdown(
     assert [o.get("result") for o in outcomes(tmp_path, 2)] == [[2.0, 2.0, 2.0]] * 2
 
 
-def test_init_after_mpi4py_finalised_mpi_is_one_line(openmpi_build: Build, tmp_path: Path) -> None:
-    pytest.importorskip("mpi4py")
-    proc = launch(openmpi_build, 1, "job_checks.py", str(tmp_path), "finalized", cwd=tmp_path, timeout=120)
+def test_init_after_mpi4py_finalised_mpi_is_one_line(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    proc = launch(mpi4py_build(request), 1, "job_checks.py", str(tmp_path), "finalized", cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     outcome = outcomes(tmp_path, 1)[0]
     assert outcome.get("error") == "UnavailableError", outcome
