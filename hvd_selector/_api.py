@@ -20,7 +20,7 @@ from selector_backend.jobs import jobenv
 from selector_backend.jobs.build_facts import BuildFacts
 from selector_backend.jobs.rendezvous import LocalStore, RendezvousError, StoreClient, StoreServer
 
-from . import _core, buildmix
+from . import _core, _jobcheck, buildmix
 
 Sum = 0
 Average = 1
@@ -145,6 +145,7 @@ def init() -> None:
     elif "mpi" in controllers and (under_mpi or "gloo" not in controllers):
         _rendezvous = None
         _core.init_mpi(wait)
+        _jobcheck.refuse_split_job(job, _facts)  # torchrun or the other MPI's mpiexec: one rank per job
     elif job is not None and job.size > 1 and "gloo" in controllers:
         _join_gloo(job, jobenv.read_secret(os.environ, job.source), wait)
     elif "gloo" in controllers:

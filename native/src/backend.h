@@ -57,9 +57,21 @@ std::unique_ptr<Backend> make_gloo_backend(int rank, int size, int local_rank, i
                                            double timeout_s);
 std::unique_ptr<Backend> make_mpi_backend(double timeout_s);
 
+// This rank's shared-memory settings (HVD_SELECTOR_SHM, HVD_SELECTOR_SHM_SLOT),
+// read once per init; a malformed value is kept in `error`, not thrown, so
+// init() can tell every rank which rank's setting is wrong (context.cpp).
+struct ShmSettings {
+  bool enabled = true;
+  size_t slot_bytes = size_t{1} << 20;
+  std::string error;
+};
+ShmSettings shm_settings();
+
 // Wraps a network backend with the intra-host shared-memory transport
-// (shm_backend.cpp); returns `inner` itself when HVD_SELECTOR_SHM=0 or size 1.
-std::unique_ptr<Backend> with_shared_memory(std::unique_ptr<Backend> inner, double timeout_s);
+// (shm_backend.cpp); returns `inner` itself when shared memory is off or size 1.
+// Every rank must pass the same settings (init() checks that first).
+std::unique_ptr<Backend> with_shared_memory(std::unique_ptr<Backend> inner, const ShmSettings& settings,
+                                            double timeout_s);
 
 // Version of the MPI library compiled in, for hvd_library_versions().
 std::string mpi_version();

@@ -1,5 +1,7 @@
 // Initialisation, finalisation, identity and build facts of the core, plus
 // the cross-rank agreement check shared by all ops.
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -32,7 +34,24 @@ const char* kind_name(uint32_t kind) {
   return "unknown";
 }
 
+// Whether a descriptor holds only values this rank can describe and act on.
+// Every field may come from a peer's bytes (an authenticated peer of another
+// build, or a rank whose transport is out of step), so nothing in it is used
+// as a count or a length before this says yes.
+bool well_formed(const Descriptor& d) {
+  if (d.magic != Descriptor{}.magic || d.kind < static_cast<uint32_t>(Kind::Allreduce) ||
+      d.kind > static_cast<uint32_t>(Kind::Barrier))
+    return false;
+  if (d.ndim < 0 || d.ndim > HVD_MAX_DIMS) return false;
+  for (int i = 0; i < HVD_MAX_DIMS; ++i)
+    if (d.shape[i] < 0) return false;
+  if (static_cast<Kind>(d.kind) == Kind::Barrier) return true;
+  return valid_dtype(d.dtype) && (d.op == -1 || valid_op(d.op)) && d.root >= -1 &&
+         (d.device == HVD_DEVICE_CPU || d.device == HVD_DEVICE_CUDA);
+}
+
 std::string explain(const Descriptor& d, bool vary_first_dim) {
+  if (!well_formed(d)) return "nothing this build can read (another build's or out-of-step bytes)";
   std::string s = kind_name(d.kind);
   if (static_cast<Kind>(d.kind) == Kind::Barrier) return s;
   if (static_cast<Kind>(d.kind) == Kind::Grouped) {
@@ -58,12 +77,150 @@ std::string explain(const Descriptor& d, bool vary_first_dim) {
 }
 
 bool same(const Descriptor& a, const Descriptor& b, bool vary_first_dim) {
+  if (!well_formed(a) || !well_formed(b)) return false;
   if (a.magic != b.magic || a.kind != b.kind || a.dtype != b.dtype || a.op != b.op || a.root != b.root ||
       a.ndim != b.ndim || a.device != b.device || a.extra != b.extra)
     return false;
   for (int i = vary_first_dim ? 1 : 0; i < HVD_MAX_DIMS; ++i)
     if (a.shape[i] != b.shape[i]) return false;
   return true;
+}
+
+// The settings every rank must share, compared once at init() before the
+// ranks exchange anything else: ranks that disagree would otherwise run
+// different protocols (HVD_SELECTOR_SHM decides whether shared memory wraps
+// the network backend at all) and crash or hang instead of failing. A record
+// has a fixed size, so even disagreeing ranks exchange equal-sized messages.
+struct SettingsRecord {
+  uint32_t magic = 0x48565331u;  // "HVS1"
+  int32_t shm = 1;
+  uint64_t slot_bytes = 0;
+  uint64_t fusion_bytes = 0;
+  char error[240] = {0};  // this rank's own malformed setting, if any
+};
+
+SettingsRecord my_settings(const ShmSettings& shm) {
+  SettingsRecord mine;
+  mine.shm = shm.enabled ? 1 : 0;
+  mine.slot_bytes = shm.slot_bytes;
+  mine.fusion_bytes = hvd_fusion_threshold();
+  std::strncpy(mine.error, shm.error.c_str(), sizeof(mine.error) - 1);
+  return mine;
+}
+
+// "0-3,5,7" for ranks in ascending order, at most `limit` items.
+std::string rank_list(const std::vector<int>& ranks, size_t limit = 8) {
+  std::string s;
+  size_t items = 0;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (items++ == limit) return s + ",...";
+    s += (s.empty() ? "" : ",") + std::to_string(ranks[i]);
+    if (j > i) s += (j == i + 1 ? "," : "-") + std::to_string(ranks[j]);
+    i = j;
+  }
+  return s;
+}
+
+// "" when every rank has the same value, else one line naming the setting, each value and its ranks.
+template <typename Value>
+std::string disagreement(const std::vector<SettingsRecord>& all, const char* name,
+                         Value (*value)(const SettingsRecord&)) {
+  std::vector<std::pair<Value, std::vector<int>>> groups;
+  for (size_t r = 0; r < all.size(); ++r) {
+    Value v = value(all[r]);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
+    if (it == groups.end())
+      groups.push_back({v, {static_cast<int>(r)}});
+    else
+      it->second.push_back(static_cast<int>(r));
+  }
+  if (groups.size() < 2) return "";
+  std::string text = std::string(name) + " differs between ranks (";
+  for (size_t g = 0; g < groups.size() && g < 4; ++g)
+    text += (g ? "; " : "") + std::to_string(groups[g].first) + " on rank" +
+            (groups[g].second.size() > 1 ? "s " : " ") + rank_list(groups[g].second);
+  return text + (groups.size() > 4 ? "; ..." : "") +
+         "); every rank must use the same value: set it once where the job starts (exported to every "
+         "rank), not per rank";
+}
+
+// The verdict on every rank's record (peers' records are untrusted bytes): "" or one line.
+std::string judge(std::vector<SettingsRecord>& all) {
+  for (size_t r = 0; r < all.size(); ++r) {
+    all[r].error[sizeof(all[r].error) - 1] = 0;  // a peer's text ends inside its record, whatever it sent
+    if (all[r].magic != SettingsRecord{}.magic)
+      return "rank " + std::to_string(r) +
+             " sent no settings record at init (another release of hvd_selector?)";
+  }
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r].error[0]) return "rank " + std::to_string(r) + ": " + std::string(all[r].error);
+  std::string text =
+      disagreement<int32_t>(all, "HVD_SELECTOR_SHM", [](const SettingsRecord& s) { return s.shm; });
+  if (text.empty() && all[0].shm)
+    text = disagreement<uint64_t>(all, "HVD_SELECTOR_SHM_SLOT",
+                                  [](const SettingsRecord& s) { return s.slot_bytes; });
+  if (text.empty())
+    text = disagreement<uint64_t>(all, "HOROVOD_FUSION_THRESHOLD (fusion_threshold())",
+                                  [](const SettingsRecord& s) { return s.fusion_bytes; });
+  return text;
+}
+
+// MPI: one allgather over the network backend, before shared memory wraps it.
+void agree_settings(Backend& net, const ShmSettings& shm) {
+  SettingsRecord mine = my_settings(shm);
+  std::vector<SettingsRecord> all(net.size());
+  net.allgather(&mine, all.data(), sizeof(SettingsRecord));
+  std::string verdict = judge(all);
+  if (!verdict.empty()) throw Error(HVD_ERR_INVALID, verdict);
+}
+
+void store_set(const hvd_store& store, const std::string& key, const std::string& value) {
+  char error[256] = {0};
+  if (store.set(store.ctx, key.c_str(), value.data(), value.size(), error) != 0)
+    throw Error(HVD_ERR_TIMEOUT, std::string("rendezvous: ") + error);
+}
+
+std::string store_get(const hvd_store& store, const std::string& key, double timeout_s) {
+  char error[256] = {0};
+  void* value = nullptr;
+  size_t len = 0;
+  if (store.get(store.ctx, key.c_str(), &value, &len, static_cast<int64_t>(timeout_s * 1000) + 1, error) != 0)
+    throw Error(HVD_ERR_TIMEOUT, std::string("rendezvous: ") + error);
+  std::string out(static_cast<char*>(value), len);
+  std::free(value);
+  return out;
+}
+
+// Gloo: through the rendezvous store, before any data connection exists;
+// rank 0 judges every record once and publishes the verdict (O(size) requests).
+void agree_settings(const hvd_store& store, int rank, int size, const ShmSettings& shm, double timeout_s) {
+  constexpr size_t kMaxVerdict = 1024;
+  SettingsRecord mine = my_settings(shm);
+  store_set(store, "settings/" + std::to_string(rank),
+            std::string(reinterpret_cast<const char*>(&mine), sizeof(mine)));
+  std::string verdict;
+  if (rank == 0) {
+    std::vector<SettingsRecord> all(size);
+    for (int r = 0; r < size && verdict.empty(); ++r) {
+      std::string bytes = store_get(store, "settings/" + std::to_string(r), timeout_s);
+      if (bytes.size() != sizeof(SettingsRecord))
+        verdict = "rank " + std::to_string(r) + " sent a settings record of " + std::to_string(bytes.size()) +
+                  " bytes, not " + std::to_string(sizeof(SettingsRecord)) +
+                  " (another release of hvd_selector?)";
+      else
+        std::memcpy(&all[r], bytes.data(), sizeof(SettingsRecord));
+    }
+    if (verdict.empty()) verdict = judge(all);
+    store_set(store, "settings/verdict", verdict);
+  } else {
+    verdict = store_get(store, "settings/verdict", timeout_s);  // rank 0's text: bounded, printable
+    if (verdict.size() > kMaxVerdict) verdict.resize(kMaxVerdict);
+    for (char& c : verdict)
+      if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  if (!verdict.empty()) throw Error(HVD_ERR_INVALID, verdict);
 }
 
 }  // namespace
@@ -176,9 +333,11 @@ hvd_status hvd_init_gloo(int rank, int size, int local_rank, int local_size, con
     if (!store || size < 1 || rank < 0 || rank >= size)
       throw Error(HVD_ERR_INVALID, "init: rank " + std::to_string(rank) + " / size " + std::to_string(size) +
                                        " is not a valid pair");
+    ShmSettings shm = shm_settings();
+    agree_settings(*store, rank, size, shm, timeout_s);
     g_backend = with_shared_memory(make_gloo_backend(rank, size, local_rank, local_size, *store,
                                                      hostname ? hostname : "127.0.0.1", timeout_s),
-                                   timeout_s);
+                                   shm, timeout_s);
     gpu::configure(timeout_s);
 #else
     (void)rank, (void)size, (void)local_rank, (void)local_size, (void)store, (void)hostname, (void)timeout_s;
@@ -192,7 +351,10 @@ hvd_status hvd_init_mpi(double timeout_s) {
   return wrap([&] {
 #ifdef HVD_HAVE_MPI
     if (g_backend) throw Error(HVD_ERR_INVALID, "already initialised; call shutdown() first");
-    g_backend = with_shared_memory(make_mpi_backend(timeout_s), timeout_s);
+    ShmSettings shm = shm_settings();
+    std::unique_ptr<Backend> net = make_mpi_backend(timeout_s);
+    agree_settings(*net, shm);
+    g_backend = with_shared_memory(std::move(net), shm, timeout_s);
     gpu::configure(timeout_s);
 #else
     (void)timeout_s;

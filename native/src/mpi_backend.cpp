@@ -86,16 +86,37 @@ std::vector<int> displacements(const std::vector<int>& counts) {
   return d;
 }
 
+// MPI starts at most once per process (MPI_Init after MPI_Finalize is an
+// error that aborts), so shutdown() frees only the communicators and a later
+// init() reuses the running MPI; when this library started MPI, the process's
+// exit finalises it (a static object's destructor, after Python's own exit
+// handlers have run shutdown()).
+struct FinalizeAtExit {
+  ~FinalizeAtExit() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);  // another owner (mpi4py) may have done it already
+    if (!finalized) MPI_Finalize();
+  }
+};
+
+void start_mpi() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized)
+    throw Error(HVD_ERR_UNAVAILABLE,
+                "MPI was finalised in this process (by mpi4py's MPI.Finalize() or another library), and MPI "
+                "cannot start twice in one process: call hvd_selector.init() in a new process");
+  if (initialized) return;
+  int provided = 0;
+  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init");
+  static FinalizeAtExit finalize_at_exit;  // constructed once, after MPI_Init: destroyed at exit
+}
+
 class MpiBackend : public Backend {
  public:
   explicit MpiBackend(double /*timeout_s: MPI has no per-call timeout*/) {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      int provided = 0;
-      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init");
-      owns_mpi_ = true;
-    }
+    start_mpi();
     check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     setup();
   }
@@ -116,7 +137,7 @@ class MpiBackend : public Backend {
 
   ~MpiBackend() override {
     // Another owner (mpi4py's atexit hook) may have finalised MPI already:
-    // then nothing may be called any more.
+    // then nothing may be called any more. MPI itself stays up (start_mpi).
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
@@ -126,7 +147,6 @@ class MpiBackend : public Backend {
     }
     MPI_Comm_free(&local_);
     MPI_Comm_free(&comm_);
-    if (owns_mpi_) MPI_Finalize();
   }
 
   int rank() const override { return rank_; }
@@ -197,7 +217,6 @@ class MpiBackend : public Backend {
   }
 
  private:
-  bool owns_mpi_ = false;
   MPI_Comm comm_ = MPI_COMM_NULL, local_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   MPI_Op f16_ops_[5] = {}, bf16_ops_[5] = {};

@@ -142,7 +142,7 @@ struct Announce {
 
 class ShmBackend : public Backend {
  public:
-  ShmBackend(std::unique_ptr<Backend> inner, double timeout_s) : inner_(std::move(inner)) {
+  ShmBackend(std::unique_ptr<Backend> inner, size_t slot_bytes, double timeout_s) : inner_(std::move(inner)) {
     timeout_ = std::chrono::duration<double>(timeout_s);
     const int size = inner_->size(), rank = inner_->rank();
     Announce mine{};
@@ -176,7 +176,7 @@ class ShmBackend : public Backend {
     }
     // Two buffers per local rank (double buffering: a rank fills one while
     // its peers still read the other).
-    slot_bytes_ = slot_setting(size_t{1} << 20);
+    slot_bytes_ = slot_bytes;
     header_bytes_ = (sizeof(Header) + sizeof(RankLine) * local_size_ + 4095) & ~size_t{4095};
     map_bytes_ = header_bytes_ + 2 * slot_bytes_ * local_size_;
     // The host's leader creates the memory; the others open it through
@@ -556,9 +556,22 @@ class ShmBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> with_shared_memory(std::unique_ptr<Backend> inner, double timeout_s) {
-  if (!shm_enabled() || inner->size() == 1) return inner;
-  return std::make_unique<ShmBackend>(std::move(inner), timeout_s);
+ShmSettings shm_settings() {
+  ShmSettings s;
+  try {
+    s.enabled = shm_enabled();
+    s.slot_bytes = slot_setting(s.slot_bytes);
+  } catch (const Error& exc) {
+    s.error = exc.what();
+  }
+  return s;
+}
+
+std::unique_ptr<Backend> with_shared_memory(std::unique_ptr<Backend> inner, const ShmSettings& settings,
+                                            double timeout_s) {
+  if (!settings.error.empty()) throw Error(HVD_ERR_INVALID, settings.error);
+  if (!settings.enabled || inner->size() == 1) return inner;
+  return std::make_unique<ShmBackend>(std::move(inner), settings.slot_bytes, timeout_s);
 }
 
 }  // namespace hvd

@@ -47,6 +47,7 @@ class JobEnv:
     host: str
     port: int
     serve_store: bool  # rank 0 runs the store (no hvd-selector launcher)
+    size_from: str = ""  # the variable that said how many ranks the job has
 
 
 def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int:
@@ -120,6 +121,7 @@ def discover(env: Mapping[str, str]) -> JobEnv | None:
             host,
             port,
             serve_store=False,
+            size_from="HVD_SELECTOR_SIZE",
         )
     if "OMPI_COMM_WORLD_RANK" in env:
         ids = (
@@ -149,6 +151,7 @@ def discover(env: Mapping[str, str]) -> JobEnv | None:
             host,
             port,
             serve_store=True,
+            size_from="WORLD_SIZE",
         )
     if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env:
         nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
@@ -169,6 +172,7 @@ def discover(env: Mapping[str, str]) -> JobEnv | None:
             host,
             port,
             serve_store=True,
+            size_from="SLURM_NTASKS",
         )
     return None
 
@@ -180,7 +184,7 @@ def _mpi(env: Mapping[str, str], source: str, names: tuple[str, str, str, str]) 
         host, port = "", 0  # fine for MPI builds; a Gloo build asks for it (require_address)
     else:
         host, port = _address(env[ADDR_ENV], ADDR_ENV, None)
-    return JobEnv(source, rank, size, local_rank, local_size, host, port, serve_store=True)
+    return JobEnv(source, rank, size, local_rank, local_size, host, port, serve_store=True, size_from=names[1])
 
 
 def require_address(job: JobEnv) -> None:

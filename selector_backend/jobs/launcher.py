@@ -1,18 +1,31 @@
-"""``hvd-selector run -np N [-H host:slots,...] cmd ...``: start N ranks of this build.
+"""``hvd-selector run -np N [-H host:slots,...] cmd ...``: start N ranks of this build, as mpirun and horovodrun do.
 
 Gloo builds: the launcher runs the authenticated rendezvous store
 (rendezvous.StoreServer), gives each rank its identity and the one-time
-secret through the environment, and watches the ranks: when one fails, the
-others get a grace period to report their own error (they see the dead peer
-at once) and are then terminated, so a job never outlives its first failure
-by more than the timeout. Ranks on other hosts start over ssh (as horovodrun
-does) with the secret on ssh's stdin, never on a command line. MPI builds defer to the mpiexec of the MPI the
-core was linked against.
+secret through the environment, and watches every rank. Ranks on other hosts
+start over ssh (as horovodrun does) behind a small stub (remote_stub.py) that
+gets the secret on ssh's stdin, never on a command line. MPI builds defer to
+the mpiexec of the MPI the core was linked against.
+
+What the launcher guarantees (docs/guide/launcher.md):
+
+* a rank that fails (exits non-zero or is killed) ends the job: the others
+  get REPORT_SECONDS to report their own error (they see the dead peer at
+  once), then SIGTERM, then SIGKILL after the grace period;
+* SIGTERM, SIGINT and SIGHUP sent to the launcher go to every rank's process
+  group, here and on remote hosts; SIGKILL follows after the grace period
+  (at once on a second signal), and the launcher exits with 128 + the signal;
+* every rank runs in a process group of its own that is killed when the rank
+  ends, and local ranks are killed by the kernel if the launcher itself is
+  killed (PR_SET_PDEATHSIG): nothing outlives the job;
+* output is passed on as it comes, in bounded chunks (output.py), and the
+  launcher reads it to the end before it exits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import secrets
 import shlex
@@ -23,50 +36,26 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
+from selector_backend.jobs import output, rank_settings
 from selector_backend.jobs.build_facts import BuildFacts, load_facts
+from selector_backend.jobs.hosts import Slot, assign, check_num_proc
 from selector_backend.jobs.rendezvous import StoreServer
 
 POLL_SECONDS = 0.05
-KILL_AFTER_SECONDS = 5.0
-LOCAL_HOSTS = ("localhost", "127.0.0.1")
+REPORT_SECONDS = 0.5  # after the first failure, before the others are signalled
+GRACE_SECONDS = 5.0  # after a signal, before SIGKILL (horovodrun waits 5 s too)
+REMOTE_MARGIN_SECONDS = 3.0  # after the grace: a remote stub's own SIGKILL has had time to report back
+DRAIN_SECONDS = 2.0  # after the last rank ended: its output still in the pipes
 FORWARD_PREFIXES = ("HVD_SELECTOR_", "HOROVOD_", "PYTHONPATH", "NCCL_", "OMP_NUM_THREADS")
-
-# Runs on the remote host as ``python -c REMOTE_STUB command...``: reads the job
-# secret from stdin (never argv, so never in ps), starts the rank in its own
-# session, and when stdin closes (the launcher stopped the job, or died) ends
-# the rank's whole process group: no orphans on the remote host.
-REMOTE_STUB = (
-    "import os,select,signal,subprocess,sys\n"
-    "env=dict(os.environ,HVD_SELECTOR_SECRET=sys.stdin.readline().strip())\n"
-    "p=subprocess.Popen(sys.argv[1:],env=env,stdin=subprocess.DEVNULL,start_new_session=True)\n"
-    "def stop(*_):\n"
-    " try:\n  os.killpg(p.pid,signal.SIGTERM);p.wait(5)\n"
-    " except subprocess.TimeoutExpired:\n  os.killpg(p.pid,signal.SIGKILL)\n"
-    " except ProcessLookupError:\n  pass\n"
-    " sys.exit(143)\n"
-    "signal.signal(signal.SIGTERM,stop);signal.signal(signal.SIGHUP,stop)\n"
-    "while p.poll() is None:\n"
-    " if select.select([0],[],[],0.2)[0] and not os.read(0,512):\n  stop()\n"
-    "c=p.wait();sys.exit(128-c if c<0 else c)\n"
-)
-
-
-@dataclass(frozen=True)
-class Slot:
-    """Where one rank runs."""
-
-    rank: int
-    host: str
-    local_rank: int
-    local_size: int
-
-    @property
-    def local(self) -> bool:
-        return self.host in LOCAL_HOSTS
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+REMOTE_STUB = (Path(__file__).with_name("remote_stub.py")).read_text(encoding="utf-8")
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True)
@@ -80,59 +69,12 @@ class Remote:
     network_interface: str | None = None
 
 
-def parse_hosts(text: str) -> list[tuple[str, int]]:
-    """``host1:2,host2:2`` (slots default to 1), as horovodrun's -H."""
-    hosts = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, sep, slots = item.rpartition(":")
-        if not sep:
-            name, slots = item, "1"
-        if not name or not slots.isdigit() or int(slots) < 1:
-            raise ValueError(f"-H entry {item!r} must be host or host:slots with slots >= 1")
-        hosts.append((name, int(slots)))
-    if not hosts:
-        raise ValueError("-H names no hosts; use -H host1:2,host2:2")
-    return hosts
+@dataclass(frozen=True)
+class Output:
+    """Where the ranks' output goes: the terminal (labelled or not) and, optionally, per-rank files."""
 
-
-def read_hostfile(path: str) -> list[tuple[str, int]]:
-    """Lines of ``host slots=N`` or ``host:N`` (``#`` comments), as horovodrun's --hostfile."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read the hostfile {path}: {exc}") from None
-    entries = []
-    for number, line in enumerate(lines, 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        parts = line.split()
-        if len(parts) == 2 and parts[1].startswith("slots=") and parts[1][6:].isdigit():
-            entries.append(f"{parts[0]}:{parts[1][6:]}")
-        elif len(parts) == 1:
-            entries.append(parts[0])
-        else:
-            raise ValueError(f"{path}:{number}: expected 'host slots=N' or 'host:N', got {line!r}")
-    return parse_hosts(",".join(entries))
-
-
-def assign(num_proc: int, hosts: Sequence[tuple[str, int]] | None) -> list[Slot]:
-    """Fill hosts in order, as horovodrun does; local ranks count per host."""
-    if hosts is None:
-        return [Slot(r, "localhost", r, num_proc) for r in range(num_proc)]
-    capacity = sum(n for _, n in hosts)
-    if num_proc > capacity:
-        raise ValueError(f"-np {num_proc} is more than the {capacity} slots the hosts offer")
-    placed: list[tuple[str, int]] = []
-    for host, slots in hosts:
-        take = min(slots, num_proc - len(placed))
-        placed += [(host, i) for i in range(take)]
-    sizes = {h: sum(1 for x, _ in placed if x == h) for h, _ in placed}
-    return [Slot(r, h, lr, sizes[h]) for r, (h, lr) in enumerate(placed)]
+    label: bool = False
+    directory: str | None = None
 
 
 def uses_mpiexec(facts: BuildFacts) -> bool:
@@ -168,61 +110,154 @@ def rendezvous_address(slots: Sequence[Slot], remote: Remote) -> tuple[str, str]
     return bind, advertised
 
 
-def _exit_code(returncode: int) -> int:
+def check_program(command: Sequence[str], env: Mapping[str, str]) -> None:
+    """A one-line ValueError, before any rank starts, when this host cannot run ``command[0]``."""
+    program = command[0]
+    if os.sep in program:
+        if not os.path.isfile(program):
+            raise ValueError(f"cannot run {program}: no such file")
+        if not os.access(program, os.X_OK):
+            raise ValueError(f"cannot run {program}: not executable (chmod +x it, or run it with its interpreter)")
+    elif shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+        raise ValueError(f"cannot run {program}: command not found on this host's PATH")
+
+
+def exit_code(returncode: int) -> int:
+    """A Popen returncode as a shell shows it: 128 + N for a process killed by signal N."""
     return 128 - returncode if returncode < 0 else returncode
 
 
-def _describe(code: int) -> str:
+def describe_code(code: int) -> str:
     if code > 128 and code - 128 in signal.valid_signals():
         return f"was killed by {signal.Signals(code - 128).name}"
     if code == 255:
         return "exited with code 255 (ssh lost the connection or could not start it)"
+    if code == 127:
+        return "exited with code 127 (command not found)"
     return f"exited with code {code}"
 
 
-class _Rank:
-    """One started rank: its process, where it runs, and whether the launcher stopped it."""
+def _rank_list(ranks: Sequence[int]) -> str:
+    return ",".join(str(r) for r in ranks)
 
-    def __init__(self, slot: Slot, proc: subprocess.Popen[bytes], pumps: list[threading.Thread]) -> None:
+
+_prctl: Callable[..., int] | None = None
+if sys.platform.startswith("linux"):
+    with contextlib.suppress(OSError, AttributeError):
+        _prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _adopt_orphans() -> None:
+    """Become the parent of whatever mpiexec leaves behind (PR_SET_CHILD_SUBREAPER), so it can be ended."""
+    if _prctl is not None:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _children() -> list[int]:
+    """This process's children (Linux's /proc/self/task/*/children; none elsewhere)."""
+    found: list[int] = []
+    for task in Path("/proc/self/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(pid) for pid in task.read_text().split()]
+    return found
+
+
+def _end_orphans(kill_at: float, received: list[int]) -> None:
+    """Ranks mpiexec returned before (MPICH's Hydra does on SIGTERM): waited for, SIGKILLed at ``kill_at``."""
+    while orphans := _children():
+        if time.monotonic() >= kill_at or len(received) > 1:
+            for pid in orphans:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        time.sleep(POLL_SECONDS)
+
+
+def _die_with_launcher() -> None:
+    """Runs in a local rank between fork and exec: the kernel kills it if the launcher dies (even by SIGKILL)."""
+    if _prctl is not None:
+        _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+
+
+class _Rank:
+    """One started rank: its process (the rank itself, or ssh to it), where it runs, what the launcher sent it."""
+
+    def __init__(self, slot: Slot, proc: subprocess.Popen[bytes], relays: list[threading.Thread]) -> None:
         self.slot = slot
         self.proc = proc
-        self.pumps = pumps
-        self.stopped = False
+        self.relays = relays
+        self.sent: int | None = None  # the signal the launcher sent; None while it runs on its own
+        self.killed = False
+        self.ended = False
 
-    def stop(self) -> None:
-        if self.proc.poll() is not None:
+    @property
+    def host(self) -> str:
+        return socket.gethostname() if self.slot.local else self.slot.host
+
+    @property
+    def code(self) -> int:
+        return exit_code(self.proc.returncode)
+
+    @property
+    def failed_on_its_own(self) -> bool:
+        return self.ended and self.code != 0 and self.sent is None
+
+    def poll(self) -> bool:
+        """True once, when the rank has just ended: then whatever it left in its process group is killed."""
+        if self.ended or self.proc.poll() is None:
+            return False
+        self.ended = True
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        return True
+
+    def send(self, signum: int) -> None:
+        """Pass a signal to the rank's process group (here) or to its stub (remote)."""
+        if self.ended:
             return
-        self.stopped = True
-        if self.proc.stdin is not None:  # remote: the stub ends the rank's process group
-            with contextlib.suppress(OSError):
+        self.sent = self.sent or signum
+        if self.proc.stdin is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signum)
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.write(f"{signum}\n".encode())
+            self.proc.stdin.flush()
+
+    def kill(self, remote_deadline_passed: bool) -> None:
+        """SIGKILL here; a remote rank's stub kills on its own at the same deadline, its ssh only if it hangs."""
+        if self.ended:
+            return
+        self.sent = self.sent or signal.SIGKILL
+        self.killed = True
+        if self.proc.stdin is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        else:
+            with contextlib.suppress(OSError, ValueError):
                 self.proc.stdin.close()
-        self.proc.send_signal(signal.SIGTERM)
+            if remote_deadline_passed:
+                self.proc.kill()
 
 
-def _pump(stream: IO[bytes], sink: IO[bytes], lock: threading.Lock, label: bytes) -> None:
-    """Copy whole lines, so two ranks' output never shares a line."""
-    for line in iter(stream.readline, b""):
-        if not line.endswith(b"\n"):
-            line += b"\n"
-        with lock:
-            sink.write(label + line)
-            sink.flush()
-    stream.close()
+@contextlib.contextmanager
+def _catch_signals() -> Iterator[list[int]]:
+    """The signals of FORWARDED_SIGNALS the launcher receives, in order (main thread only)."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = {s: signal.signal(s, lambda signum, _frame: received.append(signum)) for s in FORWARDED_SIGNALS}
+    try:
+        yield received
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
-def _stop(ranks: Sequence[_Rank]) -> None:
-    for r in ranks:
-        r.stop()
-    deadline = time.monotonic() + KILL_AFTER_SECONDS
-    for r in ranks:
-        try:
-            r.proc.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            r.proc.kill()
-            r.proc.wait()
-
-
-def _ssh_argv(slot: Slot, remote: Remote, env: Mapping[str, str], command: Sequence[str]) -> list[str]:
+def _ssh_argv(slot: Slot, remote: Remote, env: Mapping[str, str], command: Sequence[str], grace: float) -> list[str]:
     argv = ["ssh", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=3"]
     if remote.ssh_config:
         argv += ["-F", remote.ssh_config]
@@ -232,8 +267,42 @@ def _ssh_argv(slot: Slot, remote: Remote, env: Mapping[str, str], command: Seque
         argv += ["-i", remote.identity_file]
     exports = [f"{k}={v}" for k, v in sorted(env.items()) if k != "HVD_SELECTOR_SECRET"]
     line = f"cd {shlex.quote(os.getcwd())} 2>/dev/null; exec env " + " ".join(shlex.quote(e) for e in exports)
-    line += f" {shlex.quote(sys.executable)} -c {shlex.quote(REMOTE_STUB)} " + shlex.join(command)
-    return [*argv, slot.host, line]
+    line += f" {shlex.quote(sys.executable)} -c {shlex.quote(REMOTE_STUB)} {grace:g} " + shlex.join(command)
+    return [*argv, "--", slot.host, line]  # "--": the host (already checked) is never read as an option
+
+
+def _start(
+    slot: Slot,
+    argv: list[str],
+    env: dict[str, str],
+    secret: bytes | None,
+    terminals: tuple[output.Terminal, output.Terminal],
+    out: Output,
+    files: tuple[IO[bytes] | None, IO[bytes] | None],
+) -> _Rank:
+    """Start one rank (remote: ``secret`` goes to its stub's stdin, kept open for signals) and relay its output."""
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdin=subprocess.PIPE if secret is not None else None,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_die_with_launcher,  # a dead launcher's ssh ends too: its remote stub then stops the rank
+    )
+    if proc.stdin is not None and secret is not None:
+        proc.stdin.write(secret.hex().encode() + b"\n")
+        proc.stdin.flush()
+    label = f"[{slot.rank}] ".encode() if out.label else b""
+    relays = []
+    for stream, terminal, copy in zip((proc.stdout, proc.stderr), terminals, files, strict=True):
+        assert stream is not None
+        fd = os.dup(stream.fileno())  # the relay owns this descriptor; Popen closes its own
+        stream.close()
+        relays.append(threading.Thread(target=output.relay, args=(fd, terminal, slot.rank, label, copy), daemon=True))
+    for t in relays:
+        t.start()
+    return _Rank(slot, proc, relays)
 
 
 def launch_gloo(
@@ -243,98 +312,146 @@ def launch_gloo(
     env: Mapping[str, str] | None = None,
     hosts: Sequence[tuple[str, int]] | None = None,
     remote: Remote | None = None,
-    label_output: bool = False,
+    out: Output | None = None,
+    grace: float = GRACE_SECONDS,
 ) -> int:
-    """Run ``command`` as ``num_proc`` ranks (here, or on ``hosts`` over ssh).
+    """Run ``command`` as ``num_proc`` ranks (here, or on ``hosts`` over ssh) and watch them to the end.
 
     The exit code is that of the lowest-numbered rank that failed on its own
     (not one the launcher stopped), so it does not depend on which rank died
-    first; each failed rank is named with its host on stderr.
+    first; 128 + N when the launcher got signal N. Each failed rank is named
+    with its host on stderr.
     """
-    remote = remote or Remote()
+    remote, out = remote or Remote(), out or Output()
     slots = assign(num_proc, hosts)
+    base = dict(os.environ if env is None else env)
+    if any(s.local for s in slots):
+        check_program(command, base)
     bind, advertised = rendezvous_address(slots, remote)
+    no_files: list[tuple[IO[bytes] | None, IO[bytes] | None]] = [(None, None)] * num_proc
+    files = output.output_files(out.directory, num_proc) if out.directory else no_files
     secret = secrets.token_bytes(32)
     server = StoreServer(secret, host=bind).start()
     port = server.address[1]
-    base = dict(os.environ if env is None else env)
+    terminals = (output.Terminal(sys.stdout.buffer), output.Terminal(sys.stderr.buffer))
     ranks: list[_Rank] = []
-    lock = threading.Lock()
-    try:
-        for slot in slots:
-            rank_env = {
-                "HVD_SELECTOR_RANK": str(slot.rank),
-                "HVD_SELECTOR_SIZE": str(num_proc),
-                "HVD_SELECTOR_LOCAL_RANK": str(slot.local_rank),
-                "HVD_SELECTOR_LOCAL_SIZE": str(slot.local_size),
-                "HVD_SELECTOR_RENDEZVOUS": f"{advertised}:{port}",
-                "HVD_SELECTOR_TIMEOUT": f"{timeout:g}",
-                "HVD_SELECTOR_HOST": slot.host if not slot.local else socket.gethostname(),
-            }
-            if remote.network_interface:
-                rank_env["HVD_SELECTOR_IFACE"] = remote.network_interface
-            if slot.local:
-                argv = list(command)
-                full_env = {**base, **rank_env, "HVD_SELECTOR_SECRET": secret.hex()}
-                stdin = None
-            else:
-                forwarded = {k: v for k, v in base.items() if k.startswith(FORWARD_PREFIXES)}
-                argv = _ssh_argv(slot, remote, {**forwarded, **rank_env}, command)
-                full_env, stdin = dict(base), subprocess.PIPE
-            proc = subprocess.Popen(argv, env=full_env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            if proc.stdin is not None:
-                proc.stdin.write(secret.hex().encode() + b"\n")
-                proc.stdin.flush()  # kept open: closing it stops the remote rank
-            label = f"[{slot.rank}] ".encode() if label_output else b""
-            pumps = [
-                threading.Thread(target=_pump, args=(stream, sink, lock, label), daemon=True)
-                for stream, sink in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer))
-            ]
-            for t in pumps:
-                t.start()
-            ranks.append(_Rank(slot, proc, pumps))
-        return _watch(ranks, timeout)
-    except KeyboardInterrupt:
-        _stop(ranks)
-        return 130
-    except BaseException:
-        _stop(ranks)  # a later rank failed to start: the started ones must not be orphaned
-        raise
-    finally:
+    with _catch_signals() as received:
+        try:
+            for slot in slots:
+                if received:
+                    break  # stopped while starting: the watch below stops the ones already running
+                rank_env = {
+                    "HVD_SELECTOR_RANK": str(slot.rank),
+                    "HVD_SELECTOR_SIZE": str(num_proc),
+                    "HVD_SELECTOR_LOCAL_RANK": str(slot.local_rank),
+                    "HVD_SELECTOR_LOCAL_SIZE": str(slot.local_size),
+                    "HVD_SELECTOR_RENDEZVOUS": f"{advertised}:{port}",
+                    "HVD_SELECTOR_TIMEOUT": f"{timeout:g}",
+                    "HVD_SELECTOR_HOST": slot.host if not slot.local else socket.gethostname(),
+                }
+                if remote.network_interface:
+                    rank_env["HVD_SELECTOR_IFACE"] = remote.network_interface
+                if slot.local:
+                    full_env = {**base, **rank_env, "HVD_SELECTOR_SECRET": secret.hex()}
+                    ranks.append(_start(slot, list(command), full_env, None, terminals, out, files[slot.rank]))
+                else:
+                    forwarded = {k: v for k, v in base.items() if k.startswith(FORWARD_PREFIXES)}
+                    argv = _ssh_argv(slot, remote, {**forwarded, **rank_env}, command, grace)
+                    ranks.append(_start(slot, argv, dict(base), secret, terminals, out, files[slot.rank]))
+            return _watch(ranks, received, grace, terminals)
+        except BaseException:
+            _stop_now(ranks, grace)  # a later rank failed to start: the started ones must not be orphaned
+            raise
+        finally:
+            server.stop()
+
+
+def _stop_now(ranks: Sequence[_Rank], grace: float) -> None:
+    """SIGTERM, the grace period, SIGKILL: for the ranks started before the launch itself failed."""
+    for r in ranks:
+        r.send(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for r in ranks:
+        try:
+            r.proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            r.kill(remote_deadline_passed=True)
+            r.proc.wait()
+        r.poll()
+
+
+def _watch(
+    ranks: Sequence[_Rank], received: list[int], grace: float, terminals: tuple[output.Terminal, output.Terminal]
+) -> int:
+    """Poll every rank until all have ended, stopping them on a failure or a signal; say what happened."""
+
+    def say(line: str) -> None:
+        terminals[1].finish()
+        terminals[1].write(None, b"", f"hvd-selector run: {line}\n".encode())
+
+    first: _Rank | None = None  # the first rank that failed on its own
+    signalled: int | None = None  # the signal the launcher got and passed on
+    term_at: float | None = None  # when the ranks still running get SIGTERM (after a failure)
+    kill_at: float | None = None  # when they get SIGKILL
+    while True:
+        now = time.monotonic()
         for r in ranks:
-            for t in r.pumps:
-                t.join(5.0)
-        server.stop()
-
-
-def _watch(ranks: Sequence[_Rank], timeout: float) -> int:
-    """Wait for the ranks; after the first failure the others get ``timeout`` + 2 s to report."""
-    deadline: float | None = None
-    while any(r.proc.poll() is None for r in ranks):
-        if deadline is None and any(r.proc.returncode not in (None, 0) for r in ranks):
-            deadline = time.monotonic() + timeout + 2.0
-        elif deadline is not None and time.monotonic() > deadline:
-            print(
-                f"hvd-selector run: a rank failed; stopping the ranks still running after {timeout:g}s",
-                file=sys.stderr,
-            )
-            _stop(ranks)
+            if r.poll() and r.failed_on_its_own and first is None and signalled is None:
+                first = r
+                say(
+                    f"rank {r.slot.rank} on host {r.host} {describe_code(r.code)}; "
+                    f"stopping the job (the other ranks get {REPORT_SECONDS:g}s to report, then SIGTERM)"
+                )
+                term_at = now + REPORT_SECONDS
+        running = [r for r in ranks if not r.ended]
+        if received and signalled is None:
+            signalled = received[0]
+            for r in running:
+                r.send(signalled)
+            kill_at = min(kill_at or now + grace, now + grace)
+        elif len(received) > 1 and kill_at is not None and kill_at > now:
+            kill_at = now  # a second signal: no more grace
+        if term_at is not None and now >= term_at and kill_at is None:
+            for r in running:
+                r.send(signal.SIGTERM)
+            kill_at = now + grace
+        if kill_at is not None and now >= kill_at:
+            for r in running:
+                r.kill(remote_deadline_passed=now >= kill_at + REMOTE_MARGIN_SECONDS)
+        if not running:
             break
         time.sleep(POLL_SECONDS)
-    failed = [r for r in ranks if r.proc.returncode and not r.stopped]
+    drain_until = time.monotonic() + DRAIN_SECONDS
     for r in ranks:
-        if r.proc.returncode and not r.stopped:
-            code = _exit_code(r.proc.returncode)
-            print(f"hvd-selector run: rank {r.slot.rank} on host {r.slot.host} {_describe(code)}", file=sys.stderr)
-        elif r.stopped:
-            print(f"hvd-selector run: rank {r.slot.rank} on host {r.slot.host} was stopped", file=sys.stderr)
+        for t in r.relays:
+            t.join(max(0.0, drain_until - time.monotonic()))
+    return _report(ranks, signalled, grace, say)
+
+
+def _report(ranks: Sequence[_Rank], signalled: int | None, grace: float, say: Callable[[str], None]) -> int:
+    """One line per rank that failed on its own, one for the ranks the launcher stopped; the exit code."""
+    failed = [r for r in ranks if r.failed_on_its_own]
+    for r in failed:
+        say(f"rank {r.slot.rank} on host {r.host} {describe_code(r.code)}")
+    stopped = [r.slot.rank for r in ranks if r.sent is not None]
+    killed = [r.slot.rank for r in ranks if r.killed]
+    after_grace = f"; rank(s) {_rank_list(killed)} did not end within {grace:g}s: SIGKILL" if killed else ""
+    if signalled is not None:
+        name = signal.Signals(signalled).name
+        say(f"got {name}: passed it to rank(s) {_rank_list(stopped) or '(none running)'}{after_grace}")
+        return 128 + signalled
+    if stopped:
+        say(f"stopped rank(s) {_rank_list(stopped)} after a rank failed (SIGTERM){after_grace}")
     if failed:
-        return _exit_code(failed[0].proc.returncode)
-    return 1 if any(r.stopped for r in ranks) else 0
+        return failed[0].code
+    return 1 if stopped else 0
 
 
-def mpiexec_command(mpiexec: str, num_proc: int, command: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+def mpiexec_command(
+    mpiexec: str, num_proc: int, command: Sequence[str], out: Output | None = None
+) -> tuple[list[str], dict[str, str]]:
     """The mpiexec line and extra environment (Open MPI needs flags MPICH does not)."""
+    out = out or Output()
     extra_env: dict[str, str] = {}
     args = [mpiexec, "-np", str(num_proc)]
     try:
@@ -346,6 +463,15 @@ def mpiexec_command(mpiexec: str, num_proc: int, command: Sequence[str]) -> tupl
             args.append("--oversubscribe")
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             extra_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+        args += ["--tag-output"] if out.label else []
+        args += ["--output-filename", out.directory] if out.directory else []
+    else:  # MPICH's Hydra (and its derivatives)
+        args += ["-l"] if out.label else []
+        if out.directory:
+            for rank in range(num_proc):
+                (Path(out.directory) / f"rank.{rank}").mkdir(parents=True, exist_ok=True)
+            pattern = str(Path(out.directory) / "rank.%r")
+            args += ["-outfile-pattern", f"{pattern}/stdout", "-errfile-pattern", f"{pattern}/stderr"]
     return args + list(command), extra_env
 
 
@@ -356,22 +482,42 @@ def launch_mpi(
     timeout: float,
     mpiexec: str | None = None,
     env: Mapping[str, str] | None = None,
+    out: Output | None = None,
+    grace: float = GRACE_SECONDS,
 ) -> int:
-    """Defer to the mpiexec of the MPI this build linked (recorded at build time)."""
+    """Defer to the mpiexec of the MPI this build linked (recorded at build time); pass signals on to it."""
     exe = mpiexec or facts.config.get("mpiexec") or shutil.which("mpiexec") or ""
     if not exe or not (os.path.exists(exe) or shutil.which(exe)):
         raise FileNotFoundError(
             f"mpiexec {exe or '(none recorded)'} not found; this is an MPI build: "
             "install its MPI runtime or pass --mpiexec PATH"
         )
-    args, extra_env = mpiexec_command(exe, num_proc, command)
     run_env = dict(os.environ if env is None else env)
+    check_program(command, run_env)
+    args, extra_env = mpiexec_command(exe, num_proc, command, out)
     run_env.update(extra_env)
     run_env["HVD_SELECTOR_TIMEOUT"] = f"{timeout:g}"
-    try:
-        return _exit_code(subprocess.call(args, env=run_env))
-    except KeyboardInterrupt:
-        return 130
+    with _catch_signals() as received:
+        _adopt_orphans()
+        proc = subprocess.Popen(args, env=run_env, start_new_session=True, preexec_fn=_die_with_launcher)
+        signalled, kill_at = None, None
+        while proc.poll() is None:
+            now = time.monotonic()
+            if received and signalled is None:
+                signalled, kill_at = received[0], now + grace
+                proc.send_signal(signalled)  # mpiexec passes it to every rank
+            elif kill_at is not None and (now >= kill_at or len(received) > 1):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            time.sleep(POLL_SECONDS)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what mpiexec left behind in its group
+        _end_orphans(kill_at if kill_at is not None else time.monotonic() + grace, received)
+    if signalled is not None:
+        name = signal.Signals(signalled).name
+        print(f"hvd-selector run: got {name}: passed it to {os.path.basename(exe)}", file=sys.stderr)
+        return 128 + signalled
+    return exit_code(proc.returncode)
 
 
 def launch(
@@ -382,11 +528,19 @@ def launch(
     env: Mapping[str, str] | None = None,
     hosts: Sequence[tuple[str, int]] | None = None,
     remote: Remote | None = None,
-    label_output: bool = False,
+    out: Output | None = None,
+    grace: float = GRACE_SECONDS,
 ) -> int:
+    check_num_proc(num_proc)
+    rank_settings.check(os.environ if env is None else env)
+    if out is not None and out.directory:
+        try:
+            Path(out.directory).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"--output-filename {out.directory}: {exc.strerror or exc}") from None
     facts = load_facts()
     if uses_mpiexec(facts) or mpiexec:
         if hosts is not None:
             raise ValueError("-H/--hostfile with an MPI build: start the job with your MPI's mpirun --host instead")
-        return launch_mpi(facts, num_proc, command, timeout, mpiexec, env)
-    return launch_gloo(num_proc, command, timeout, env, hosts, remote, label_output)
+        return launch_mpi(facts, num_proc, command, timeout, mpiexec, env, out, grace)
+    return launch_gloo(num_proc, command, timeout, env, hosts, remote, out, grace)

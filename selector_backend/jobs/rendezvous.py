@@ -27,6 +27,7 @@ MAGIC = b"HVDS1"
 NONCE_BYTES = 32
 MAC_BYTES = 32
 MAX_FRAME = 64 << 20
+MAX_UNAUTHENTICATED = 32  # connections the store serves at once before they prove the secret
 
 
 class RendezvousError(RuntimeError):
@@ -92,6 +93,25 @@ class _Handler(socketserver.BaseRequestHandler):
     server: StoreServer
 
     def handle(self) -> None:
+        try:
+            channel = self._handshake()
+        finally:
+            self.server.handshake_done()
+        if channel is None:
+            return
+        channel.sock.settimeout(None)
+        try:
+            while True:
+                try:
+                    request = channel.recv()
+                except ConnectionError:
+                    return
+                channel.send(self.server.serve(request))
+        except (OSError, ConnectionError, RendezvousError, ValueError):
+            return
+
+    def _handshake(self) -> _Channel | None:
+        """The authenticated channel, or None (wrong secret, too slow, gone)."""
         sock: socket.socket = self.request
         # One deadline for the whole handshake: a peer dripping a byte at a
         # time cannot hold the connection past it (issue 12, finding 4).
@@ -105,33 +125,46 @@ class _Handler(socketserver.BaseRequestHandler):
             if not hmac.compare_digest(proof, _mac(self.server.secret, b"client", nonce_s, nonce_c)):
                 self.server.rejected += 1  # counted before the reply, so it is visible once the client knows
                 sock.sendall(b"\x00" * MAC_BYTES)  # not a valid server proof: the client reports it
-                return
+                return None
             sock.settimeout(max(0.001, deadline - time.monotonic()))
             sock.sendall(_mac(self.server.secret, b"server", nonce_c, nonce_s))
-            session = _mac(self.server.secret, b"session", nonce_s, nonce_c)
-            channel = _Channel(sock, session, sending=b"s", receiving=b"c")
-            sock.settimeout(None)
-            while True:
-                try:
-                    request = channel.recv()
-                except ConnectionError:
-                    return
-                channel.send(self.server.serve(request))
-        except (OSError, ConnectionError, RendezvousError, ValueError):
-            return
+        except (OSError, ConnectionError, RendezvousError):
+            return None
+        session = _mac(self.server.secret, b"session", nonce_s, nonce_c)
+        return _Channel(sock, session, sending=b"s", receiving=b"c")
 
 
 class StoreServer(socketserver.ThreadingTCPServer):
-    """Key-value store for one launch; run it with start() / stop()."""
+    """Key-value store for one launch; run it with start() / stop().
+
+    A connection gets a thread only while fewer than ``max_unauthenticated``
+    others are still in their handshake: anyone who can reach the port can
+    open connections, and before the handshake nobody has proven anything, so
+    a flood of them is closed at once instead of costing a thread each
+    (``refused`` counts them). Clients retry a connection closed that way
+    until their deadline.
+    """
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024  # a burst of connections waits in the kernel, not in SYN retries
 
-    def __init__(self, secret: bytes, host: str = "127.0.0.1", port: int = 0, handshake_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        secret: bytes,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        handshake_timeout: float = 10.0,
+        max_unauthenticated: int = MAX_UNAUTHENTICATED,
+    ) -> None:
         super().__init__((host, port), _Handler)
         self.secret = secret
         self.handshake_timeout = handshake_timeout
+        self.max_unauthenticated = max_unauthenticated
+        self.unauthenticated = 0
+        self.refused = 0
         self.rejected = 0
+        self._count_lock = threading.Lock()
         self._data: dict[str, bytes] = {}
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -142,13 +175,29 @@ class StoreServer(socketserver.ThreadingTCPServer):
         return str(host), int(port)
 
     def start(self) -> StoreServer:
-        self._thread = threading.Thread(target=self.serve_forever, name="hvd-rendezvous", daemon=True)
+        # A short poll: stop() (shutdown) waits for the loop to notice, and the launcher exits after it.
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="hvd-rendezvous", daemon=True
+        )
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """Room for one more connection in its handshake? (socketserver closes it when not.)"""
+        with self._count_lock:
+            if self.unauthenticated >= self.max_unauthenticated:
+                self.refused += 1
+                return False
+            self.unauthenticated += 1
+            return True
+
+    def handshake_done(self) -> None:
+        with self._count_lock:
+            self.unauthenticated -= 1
 
     def serve(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
@@ -201,9 +250,23 @@ class StoreClient:
         self.prefix = prefix
         where = f"{host}:{port}"
         deadline = time.monotonic() + timeout
-        sock = _connect(host, port, deadline, retry_refused, where)
+        while True:
+            sock = _connect(host, port, deadline, retry_refused, where)
+            try:
+                hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES, deadline)
+                break
+            except (ConnectionError, TimeoutError) as exc:
+                # Closed before the hello: the store is busy with other unauthenticated connections.
+                sock.close()
+                if isinstance(exc, TimeoutError) or time.monotonic() + 0.1 >= deadline:
+                    raise RendezvousError(
+                        f"rendezvous handshake with {where} failed within {timeout:g}s: {exc}"
+                    ) from None
+                time.sleep(0.1)
+            except OSError as exc:
+                sock.close()
+                raise RendezvousError(f"rendezvous handshake with {where} failed within {timeout:g}s: {exc}") from None
         try:
-            hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES, deadline)
             if not hello.startswith(MAGIC):
                 raise RendezvousError(f"{where} is not an hvd-selector rendezvous")
             nonce_s = hello[len(MAGIC) :]

@@ -164,9 +164,13 @@ def _finish(proc: subprocess.Popen[str], started: float) -> tuple[int, str, floa
     return proc.returncode, err, time.monotonic() - started
 
 
-def _survivors_raised(tmp_path: Path, survivors: list[int]) -> None:
+def _survivors_raised(tmp_path: Path, survivors: list[int], or_stopped: bool = False) -> None:
+    """Each survivor raised within the timeout (or, ``or_stopped``, was stopped by the launcher first)."""
     for r in survivors:
-        info = json.loads((tmp_path / f"rank{r}.json").read_text())
+        path = tmp_path / f"rank{r}.json"
+        if or_stopped and not path.exists():
+            continue
+        info = json.loads(path.read_text())
         assert info.get("error") in ("PeerFailureError", "CollectiveTimeoutError"), info
         assert info["seconds"] <= TIMEOUT + 2, info
 
@@ -190,7 +194,9 @@ def test_fault(fresh_cluster: Cluster, v3_build: Build, tmp_path: Path, fault: s
     if fault == "rank":
         assert f"rank 3 on host {victim.address} was killed by SIGKILL" in err, err[-3000:]
         assert code == 1, err[-3000:]  # rank 0's: the lowest failed rank's code, whichever died first
-    _survivors_raised(tmp_path, [0, 1])  # host 1's ranks
+    # A dead rank or host is seen at once; a cut link only after the timeout, and the launcher may
+    # stop the survivors first when ssh gives up on the link (a failed rank ends the job).
+    _survivors_raised(tmp_path, [0, 1], or_stopped=fault == "link")  # host 1's ranks
     assert elapsed < TIMEOUT * 3 + 10
     if fault == "link":  # the cut-off ranks time out on their own; then their host is empty too
         sh("ip", "-n", victim.name, "link", "set", victim.veth, "up")
@@ -228,3 +234,66 @@ def test_mpirun_starts_a_gloo_build_across_hosts(cluster: Cluster, v3_build: Bui
     ]
     assert len({(tmp_path / f"rank{r}.bin").read_bytes() for r in range(4)}) == 1
     assert cluster.wait_clean(10) == {}
+
+
+SIGNAL_WORKER = REPO / "tests" / "native" / "workers" / "launcher_rank.py"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_to_the_launcher_reaches_every_remote_rank(
+    fresh_cluster: Cluster, v3_build: Build, tmp_path: Path, signum: signal.Signals
+) -> None:
+    """Ranks on two hosts over ssh get the launcher's signal (their last words reach its stdout); one
+    rank ignores SIGTERM and is killed after the grace period; nothing is left on any host."""
+    cluster = fresh_cluster
+    ignore = ("ignore",) if signum == signal.SIGTERM else ()
+    argv = launcher_argv(
+        cluster, 4, hosts_arg(cluster), sys.executable, str(SIGNAL_WORKER), str(tmp_path), "signals", *ignore,
+        extra=("--grace-period", "2"),
+    )  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=v3_build.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"child{r}").exists() for r in range(4)):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signum)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signum, err.decode()
+    got = {r: (tmp_path / f"signal{r}").read_text() for r in range(4) if (tmp_path / f"signal{r}").exists()}
+    expected = {r: signum.name for r in range(4) if not (ignore and r == 1)}
+    assert got == expected
+    for r in expected:
+        assert f"rank {r} got {signum.name}".encode() in out, out
+    line = f"got {signum.name}: passed it to rank(s) 0,1,2,3"
+    assert line in err.decode(), err.decode()
+    if ignore:
+        assert "rank(s) 1 did not end within 2s: SIGKILL" in err.decode(), err.decode()
+    assert cluster.wait_clean(10) == {}, "processes left behind on the hosts"
+
+
+def test_a_failed_remote_rank_ends_the_job_within_two_seconds(
+    cluster: Cluster, v3_build: Build, tmp_path: Path
+) -> None:
+    """Rank 1 (host 1) exits 3 while the others sleep: the launcher names it with its host at once."""
+    argv = launcher_argv(
+        cluster, 4, hosts_arg(cluster), sys.executable, str(SIGNAL_WORKER), str(tmp_path), "fail",
+    )  # fmt: skip
+    proc = run_job(cluster, v3_build, argv, timeout=60)
+    ended = time.time()
+    assert ended - float((tmp_path / "failed_at").read_text()) < 2.0 + 0.5  # + ssh's own exit over the network
+    assert proc.returncode == 3, proc.stderr
+    host = cluster.hosts[1].address
+    assert f"rank 1 on host {host} exited with code 3; stopping the job" in proc.stderr, proc.stderr
+    assert cluster.wait_clean(10) == {}
+
+
+def test_a_missing_program_on_a_remote_host_is_one_line(cluster: Cluster, v3_build: Build, tmp_path: Path) -> None:
+    proc = run_job(cluster, v3_build, launcher_argv(cluster, 2, hosts_arg(cluster, 1), "no-such-program"), timeout=60)
+    assert proc.returncode == 127, proc.stderr
+    assert "hvd-selector run: cannot start 'no-such-program' on" in proc.stderr and "command not found" in proc.stderr
+    assert "Errno" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.native_builds import Build
+from devtools.native_builds import REPO, Build
 
 pytestmark = pytest.mark.slow
 WORKER = Path(__file__).resolve().parent / "workers" / "job.py"
@@ -55,8 +55,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture()
-def slurm(tmp_path: Path) -> Iterator[dict[str, str]]:
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    tmp_path = tmp_path_factory.mktemp("slurm")
     for tool in ("munged", "slurmctld", "slurmd", "srun", "sinfo"):
         if not shutil.which(tool):
             pytest.skip(f"{tool} not installed (slurm-wlm, munge in .ci/apt-packages.txt)")
@@ -116,3 +117,22 @@ def test_srun_two_ranks(slurm: dict[str, str], v3_build: Build, tmp_path: Path) 
     infos = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert [(i["rank"], i["size"], i["local_rank"], i["local_size"]) for i in infos] == [(0, 2, 0, 2), (1, 2, 1, 2)]
     assert (tmp_path / "rank0.bin").read_bytes() == (tmp_path / "rank1.bin").read_bytes()
+
+
+def test_srun_starting_an_mpi_build_without_pmi_fails_at_init(slurm: dict[str, str], tmp_path: Path) -> None:
+    """``srun -n 2`` with no MPI plugin (MpiDefault=none): MPICH sees no job and makes each task a job of
+    one rank; init() names Slurm's size and MPI's on both tasks instead of two trainings that exit 0."""
+    from devtools.native_builds import build_variant, mpi_defines
+
+    if not Path("/usr/bin/mpicc.mpich").exists():
+        pytest.skip("mpicc.mpich not installed")
+    build = build_variant("mpi-mpich-x86_64_v3", mpi_defines("mpich"))
+    worker = REPO / "tests" / "native" / "workers" / "job_checks.py"
+    env = {**build.env(), "SLURM_CONF": slurm["SLURM_CONF"]}
+    argv = ["srun", "-n", "2", sys.executable, str(worker), str(tmp_path), "split"]
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    for r in range(2):
+        assert (tmp_path / f"rank{r}.json").exists(), proc.stderr[-3000:]
+        outcome = json.loads((tmp_path / f"rank{r}.json").read_text())
+        assert outcome.get("error") == "JobEnvError", outcome
+        assert f"Slurm started this process as rank {r} of 2 (SLURM_NTASKS=2)" in outcome["message"], outcome

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from selector_backend.jobs import jobenv, launcher, rendezvous
+from selector_backend.jobs import hosts, jobenv, rendezvous
 
 from .native_helpers import source_module
 
@@ -75,18 +75,18 @@ def test_verdict_allows_mixed_targets_and_names_offending_hosts() -> None:
 
 
 def test_hosts_and_hostfile(tmp_path) -> None:
-    assert launcher.parse_hosts("n1:2,n2") == [("n1", 2), ("n2", 1)]
-    with pytest.raises(ValueError, match="slots >= 1"):
-        launcher.parse_hosts("n1:0")
+    assert hosts.parse_hosts("n1:2,n2") == [("n1", 2), ("n2", 1)]
+    with pytest.raises(ValueError, match="1 <= slots"):
+        hosts.parse_hosts("n1:0")
     hostfile = tmp_path / "hosts"
     hostfile.write_text("# cluster\nn1 slots=2\nn2:3\n")
-    assert launcher.read_hostfile(str(hostfile)) == [("n1", 2), ("n2", 3)]
-    slots = launcher.assign(4, [("n1", 2), ("n2", 3)])
+    assert hosts.read_hostfile(str(hostfile)) == [("n1", 2), ("n2", 3)]
+    slots = hosts.assign(4, [("n1", 2), ("n2", 3)])
     assert [(s.rank, s.host, s.local_rank, s.local_size) for s in slots] == [
         (0, "n1", 0, 2), (1, "n1", 1, 2), (2, "n2", 0, 2), (3, "n2", 1, 2),
     ]  # fmt: skip
     with pytest.raises(ValueError, match="more than the 5 slots"):
-        launcher.assign(6, [("n1", 2), ("n2", 3)])
+        hosts.assign(6, [("n1", 2), ("n2", 3)])
 
 
 def test_handshake_has_one_overall_deadline() -> None:
@@ -112,3 +112,23 @@ def test_handshake_has_one_overall_deadline() -> None:
         assert closed and time.monotonic() - start < 3.0
     finally:
         server.stop()
+
+
+def test_run_help_states_the_launcher_s_numbers() -> None:
+    """The --help text (written out, so --help stays cheap) says what the launcher does."""
+    from selector_backend.cli.commands import run
+    from selector_backend.jobs import launcher, output
+
+    assert f"gives the other ranks {launcher.REPORT_SECONDS:g} s" in run.EPILOG
+    assert f"(--grace-period, default {launcher.GRACE_SECONDS:g} s)" in run.EPILOG
+    assert f"at most {output.CHUNK_BYTES >> 10} KiB per rank's" in run.EPILOG
+
+
+def test_hosts_are_host_names_or_addresses() -> None:
+    for good in ("node1", "gpu-07.cluster.example", "10.0.0.7", "login_1", "localhost"):
+        assert hosts.check_host(good, "-H") == good
+    for bad in ("-oProxyCommand=touch /tmp/x", "user@node1", "node1;rm", "", "a" * 300, "no de", "node\x00"):
+        with pytest.raises(ValueError, match="is not a host name or IPv4 address"):
+            hosts.check_host(bad, "-H")
+    with pytest.raises(ValueError, match="more ranks than one job may have"):
+        hosts.assign(10**20, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import threading
 import time
 from pathlib import Path
 
@@ -116,3 +117,33 @@ def test_missing_rank_times_out_in_init(gloo_build, tmp_path: Path) -> None:
         srv.stop()
     assert "CollectiveTimeoutError" in proc.stdout and "timed out after 2s" in proc.stdout, proc.stdout + proc.stderr
     assert elapsed < 20
+
+
+def test_a_connection_flood_costs_no_thread_per_connection() -> None:
+    """2,000 connections that never authenticate: the store holds at most its cap in handshake
+    threads, closes the rest at once, and a rank with the secret still gets in while they are open."""
+    server = StoreServer(b"s" * 32, handshake_timeout=1.0).start()
+    flood: list[socket.socket] = []
+    before = threading.active_count()
+    peak = 0
+    try:
+        for n in range(2000):
+            flood.append(socket.create_connection(server.address, timeout=5))
+            if n % 50 == 0:
+                peak = max(peak, threading.active_count() - before)
+        deadline = time.monotonic() + 10
+        while server.refused < 1500 and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the server has taken most of them off its backlog
+            peak = max(peak, threading.active_count() - before)
+        assert server.unauthenticated <= rendezvous.MAX_UNAUTHENTICATED
+        assert peak <= rendezvous.MAX_UNAUTHENTICATED + 2, peak  # before: one thread per connection
+        assert server.refused >= 1500
+        # The flood stays open: its handshakes time out, and the rank retries until it gets a slot.
+        client = StoreClient(*server.address, b"s" * 32, timeout=5)
+        client.set("k", b"v")
+        assert client.get("k") == b"v"
+        client.close()
+    finally:
+        for sock in flood:
+            sock.close()
+        server.stop()

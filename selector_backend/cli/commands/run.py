@@ -6,9 +6,29 @@ import argparse
 
 NAME = "run"
 HELP = "start N ranks of a script with the installed hvd_selector build (like horovodrun)"
+EPILOG = """\
+guarantees:
+  A rank that fails (exits non-zero or is killed) ends the job: the launcher names the rank
+  and its host at once, gives the other ranks 0.5 s to report their own error, then sends them
+  SIGTERM, then SIGKILL after the grace period (--grace-period, default 5 s).
+  SIGTERM, SIGINT (Ctrl-C) and SIGHUP sent to the launcher go to every rank's process group,
+  here and on the -H hosts; SIGKILL follows after the grace period, at once on a second
+  signal. Each rank runs in a process group of its own, killed when the rank ends; local
+  ranks also die with the launcher if it is killed. Nothing outlives the job.
+  Output is passed on as it comes (\\r progress bars included), at most 64 KiB per rank's
+  stream at a time, and read to the end before the launcher exits; two ranks never share a
+  line.
+
+exit codes:
+  0 every rank succeeded; N the code of the lowest-numbered rank that failed on its own;
+  128+S the launcher got signal S (143 SIGTERM, 130 SIGINT, 129 SIGHUP) and passed it on;
+  2 bad input (nothing started); 4 a rank could not be started.
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
     parser.add_argument("-np", "--num-proc", dest="num_proc", type=int, required=True, help="number of ranks to start")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("-H", "--hosts", default=None, help="hosts and slots, host1:2,host2:2 (ranks start over ssh)")
@@ -27,6 +47,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ssh-config-file", default=None, help="ssh_config file (ssh -F) for the remote hosts")
     parser.add_argument("--label-output", action="store_true", help="prefix each output line with [rank]")
     parser.add_argument(
+        "--output-filename",
+        metavar="DIR",
+        default=None,
+        help="also write each rank's output to DIR/rank.<rank>/stdout and stderr (as horovodrun's)",
+    )
+    parser.add_argument(
+        "--grace-period",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="seconds between passing a signal (or SIGTERM) to the ranks and SIGKILL (default 5)",
+    )
+    parser.add_argument(
         "--check", action="store_true", help="start the ranks, exchange builds, print the job's build mix; run nothing"
     )
     parser.add_argument(
@@ -41,15 +74,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="program and its arguments")
 
 
-def run(args: argparse.Namespace) -> int:
+def _seconds(value: float | None, what: str, default: float) -> float:
     import math
+
+    from selector_backend.errors import InputError
+
+    value = default if value is None else value
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"{what} must be a positive number of seconds (got {value:g})")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
     import os
     import sys
 
     from selector_backend.errors import ExternalError, InputError
 
-    if args.num_proc < 1:
-        raise InputError(f"-np must be at least 1 (got {args.num_proc})")
+    try:
+        from selector_backend.jobs import hosts, launcher
+    except ImportError as exc:
+        raise ExternalError(str(exc)) from None
+    try:
+        hosts.check_num_proc(args.num_proc)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
@@ -66,18 +115,14 @@ def run(args: argparse.Namespace) -> int:
             timeout = float(text)
         except ValueError:
             raise InputError(f"HVD_SELECTOR_TIMEOUT={text!r} must be a number of seconds") from None
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise InputError(f"--timeout must be a positive number of seconds (got {timeout:g})")
+    timeout = _seconds(timeout, "--timeout", 60.0)
+    grace = _seconds(args.grace_period, "--grace-period", launcher.GRACE_SECONDS)
     try:
-        from selector_backend.jobs import launcher
-    except ImportError as exc:
-        raise ExternalError(str(exc)) from None
-    try:
-        hosts = None
+        host_list = None
         if args.hosts is not None:
-            hosts = launcher.parse_hosts(args.hosts)
+            host_list = hosts.parse_hosts(args.hosts)
         elif args.hostfile is not None:
-            hosts = launcher.read_hostfile(args.hostfile)
+            host_list = hosts.read_hostfile(args.hostfile)
         remote = launcher.Remote(
             ssh_port=args.ssh_port,
             identity_file=args.ssh_identity_file,
@@ -85,18 +130,20 @@ def run(args: argparse.Namespace) -> int:
             bind=args.bind,
             network_interface=args.network_interface,
         )
+        out = launcher.Output(label=args.label_output, directory=args.output_filename)
         return launcher.launch(
             args.num_proc,
             command,
             timeout,
             mpiexec=args.mpiexec,
-            hosts=hosts,
+            hosts=host_list,
             remote=remote,
-            label_output=args.label_output,
+            out=out,
+            grace=grace,
         )
     except ValueError as exc:
         raise InputError(str(exc)) from None
     except FileNotFoundError as exc:
         raise ExternalError(str(exc)) from None
     except OSError as exc:
-        raise ExternalError(f"cannot start the ranks: {exc}") from None
+        raise ExternalError(f"cannot start the ranks: {exc.strerror or exc}") from None
