@@ -2,6 +2,8 @@
 // then hand bytes to the backend (CPU) or the NCCL plugin (GPU tensors).
 #include <chrono>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "gpu.h"
@@ -23,6 +25,24 @@ size_t row_bytes(const hvd_tensor& t) {
   for (int i = 1; i < t.ndim; ++i) n *= static_cast<size_t>(t.shape[i]);
   return n;
 }
+
+// The sum of `count` split sizes, each of which must be >= 0 and the sum fit int64_t; `whose(r)` names
+// who gave split r. Splits come from the caller and, for the receive side, from every peer: no
+// peer-supplied count is trusted before this check.
+template <typename Whose>
+int64_t checked_split_sum(const int64_t* splits, int count, Whose whose) {
+  int64_t sum = 0;
+  for (int r = 0; r < count; ++r) {
+    if (splits[r] < 0 || splits[r] > std::numeric_limits<int64_t>::max() - sum)
+      throw Error(HVD_ERR_INVALID,
+                  "alltoall: " + whose(r) + " is " + std::to_string(splits[r]) +
+                      (splits[r] < 0 ? "; splits must be non-negative" : "; the splits overflow"));
+    sum += splits[r];
+  }
+  return sum;
+}
+
+std::string own_split(int r) { return "the split for rank " + std::to_string(r); }
 
 double post_factor(hvd_op op, double postscale, int size) {
   return op == HVD_AVERAGE ? postscale / static_cast<double>(size) : postscale;
@@ -152,11 +172,7 @@ hvd_status hvd_alltoall_prepare(const hvd_tensor* in, const int64_t* splits, int
     check_tensor(in, "alltoall");
     if (in->ndim < 1) throw Error(HVD_ERR_INVALID, "alltoall: needs at least one dimension (got a scalar)");
     Backend& b = backend();
-    int64_t sum = 0;
-    for (int r = 0; r < b.size(); ++r) {
-      if (splits[r] < 0) throw Error(HVD_ERR_INVALID, "alltoall: splits must be non-negative");
-      sum += splits[r];
-    }
+    int64_t sum = checked_split_sum(splits, b.size(), own_split);
     if (sum != in->shape[0])
       throw Error(HVD_ERR_INVALID, "alltoall: splits add up to " + std::to_string(sum) +
                                        " but the first dimension is " + std::to_string(in->shape[0]));
@@ -164,6 +180,11 @@ hvd_status hvd_alltoall_prepare(const hvd_tensor* in, const int64_t* splits, int
     agree(describe(Kind::Alltoall, in, -1, -1), true);
     std::vector<int64_t> all(static_cast<size_t>(b.size()) * b.size());
     b.allgather(splits, all.data(), sizeof(int64_t) * b.size());
+    // Every rank checks every peer's row of the same matrix, so all of them fail together.
+    for (int from = 0; from < b.size(); ++from)
+      checked_split_sum(&all[static_cast<size_t>(from) * b.size()], b.size(), [from](int to) {
+        return "rank " + std::to_string(from) + "'s split for rank " + std::to_string(to);
+      });
     for (int r = 0; r < b.size(); ++r) recv_splits[r] = all[static_cast<size_t>(r) * b.size() + b.rank()];
   });
 }
@@ -175,12 +196,15 @@ hvd_status hvd_alltoall(const hvd_tensor* in, const int64_t* splits, hvd_tensor*
     check_tensor(out, "alltoall");
     Backend& b = backend();
     size_t row = row_bytes(*in);
+    if (checked_split_sum(splits, b.size(), own_split) != in->shape[0])
+      throw Error(HVD_ERR_INVALID,
+                  "alltoall: splits do not add up to the first dimension of " + shape_string(*in));
+    int64_t total = checked_split_sum(
+        recv_splits, b.size(), [](int r) { return "the receive count from rank " + std::to_string(r); });
     std::vector<size_t> sb(b.size()), rb(b.size());
-    int64_t total = 0;
-    for (int r = 0; r < b.size(); ++r) {
+    for (int r = 0; r < b.size(); ++r) {  // both sums match allocated tensors, so no product overflows
       sb[r] = static_cast<size_t>(splits[r]) * row;
       rb[r] = static_cast<size_t>(recv_splits[r]) * row;
-      total += recv_splits[r];
     }
     if (out->dtype != in->dtype || out->ndim != in->ndim || out->shape[0] != total || row_bytes(*out) != row)
       throw Error(HVD_ERR_INVALID, "alltoall: output " + shape_string(*out) + " has the wrong shape");

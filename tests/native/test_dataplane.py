@@ -85,6 +85,13 @@ def test_a_frame_the_collective_did_not_expect_is_a_mismatch(gloo_build: Build, 
     )
 
 
+def test_a_peers_negative_alltoall_split_is_refused_before_any_copy(gloo_build: Build, tmp_path: Path) -> None:
+    """Split counts come from every peer: a negative one is one ValueError naming the rank, never a copy
+    sized from it."""
+    out = _peer(gloo_build, "listen", "negative-split", tmp_path)
+    assert out == "refused alltoall: rank 1's split for rank 0 is -1; splits must be non-negative", out
+
+
 @pytest.mark.parametrize("shm", ["0", "1"])
 def test_stray_connections_during_init_and_collectives(gloo_build: Build, shm: str, tmp_path: Path) -> None:
     proc = launch(gloo_build, 3, "dataplane.py", str(tmp_path), cwd=tmp_path, HVD_SELECTOR_SHM=shm)

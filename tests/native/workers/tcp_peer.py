@@ -19,6 +19,10 @@ with Python's own hmac/hashlib, after ATTACK ran against the core:
   message with a frame of the wrong length; the core's collective must fail
   with MismatchError (prints "mismatch <sequence> <bytes> <message>": the
   frame the core sent, read here, then the core's error).
+- negative-split (ROLE=listen): the peer agrees to the core's alltoall
+  (its descriptor sent back as its own) and then sends split counts that
+  are negative for rank 0; the core must refuse them with one ValueError
+  before anything is copied (prints "refused <message>").
 
 Prints one line "ok <strays> <bytes each stray received>" or raises.
 """
@@ -173,6 +177,8 @@ def run_listen() -> str:
     assert _core.transport().startswith("gloo tcp"), _core.transport()
     if attack == "bad-frame":
         return bad_frame(real[0])
+    if attack == "negative-split":
+        return negative_split(real[0])
     _core.finalize()
     return f"ok {len(held)} {','.join(map(str, sorted(set(got)))) or '-'}"
 
@@ -197,6 +203,30 @@ def bad_frame(conn: socket.socket) -> str:
         ((seq, length),) = seen
         return f"mismatch {seq} {length} {exc}"
     raise AssertionError("the core took a frame of the wrong length")
+
+
+def negative_split(conn: socket.socket) -> str:
+    """Mirror the core's first frame (its alltoall descriptor, so the ranks agree), then answer the
+    split allgather with rank 1's row [-1, 5]: rank 0 would receive -1 rows from rank 1."""
+
+    def answer() -> None:
+        seq, length = struct.unpack(">QQ", recv_exact(conn, 16))
+        conn.sendall(struct.pack(">QQ", seq, length) + recv_exact(conn, length))
+        seq, length = struct.unpack(">QQ", recv_exact(conn, 16))
+        recv_exact(conn, length)
+        conn.sendall(struct.pack(">QQ", seq, 16) + struct.pack("=qq", -1, 5))
+
+    import numpy as np
+
+    t = threading.Thread(target=answer)
+    t.start()
+    try:
+        _core.alltoall_prepare(np.zeros(4, dtype=np.float32), [2, 2])
+    except ValueError as exc:
+        t.join()
+        _core.finalize()
+        return f"refused {exc}"
+    raise AssertionError("the core took a negative split count from its peer")
 
 
 def run_connect() -> str:
