@@ -104,7 +104,8 @@ SettingsRecord my_settings(const ShmSettings& shm) {
   mine.shm = shm.enabled ? 1 : 0;
   mine.slot_bytes = shm.slot_bytes;
   mine.fusion_bytes = hvd_fusion_threshold();
-  std::strncpy(mine.error, shm.error.c_str(), sizeof(mine.error) - 1);
+  const std::string& error = shm.error.empty() ? fusion_threshold_error() : shm.error;
+  std::strncpy(mine.error, error.c_str(), sizeof(mine.error) - 1);
   return mine;
 }
 

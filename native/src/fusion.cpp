@@ -3,6 +3,8 @@
 // threshold, reduced with one agreement check and one collective, and
 // unpacked (with postscale). A tensor larger than the threshold is reduced
 // on its own without a copy.
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -16,14 +18,20 @@ namespace hvd {
 
 namespace {
 
+constexpr size_t kDefaultThreshold = size_t{64} << 20;  // 64 MiB, Horovod's default
+std::string g_threshold_error;
+
 size_t initial_threshold() {
   const char* env = std::getenv("HOROVOD_FUSION_THRESHOLD");
-  if (env && *env) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(env, &end, 10);
-    if (end && *end == '\0') return static_cast<size_t>(v);
-  }
-  return static_cast<size_t>(64) << 20;  // 64 MiB, Horovod's default
+  if (!env || !*env) return kDefaultThreshold;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(env, &end, 10);
+  if (std::isdigit(static_cast<unsigned char>(env[0])) && end && *end == '\0' && errno == 0)
+    return static_cast<size_t>(v);
+  g_threshold_error = "HOROVOD_FUSION_THRESHOLD='" + std::string(env).substr(0, 40) +
+                      "' is not a number of bytes; give bytes (0 turns fusion off) or unset it (64 MiB)";
+  return kDefaultThreshold;
 }
 
 size_t g_threshold = initial_threshold();
@@ -120,6 +128,8 @@ void reduce_chunk(const hvd_tensor* in, hvd_tensor* out, size_t begin, size_t en
 }
 
 }  // namespace
+
+const std::string& fusion_threshold_error() { return g_threshold_error; }
 }  // namespace hvd
 
 using namespace hvd;

@@ -18,6 +18,10 @@ Backend& backend();
 // The global communicator, whatever set the thread uses.
 Backend& global_backend();
 
+// fusion.cpp: "" or one line saying HOROVOD_FUSION_THRESHOLD is malformed (read
+// once at load, before anything can be thrown; init() reports it on every rank).
+const std::string& fusion_threshold_error();
+
 // process_sets.cpp
 int current_process_set();
 Backend& process_set_backend(int id);

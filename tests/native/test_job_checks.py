@@ -63,10 +63,11 @@ DRIFT = [
     ("openmpi", "HVD_SELECTOR_SHM_SLOT=262144", "HVD_SELECTOR_SHM_SLOT differs between ranks (1048576 on ranks"),
     ("gloo", "HOROVOD_FUSION_THRESHOLD=1000", "HOROVOD_FUSION_THRESHOLD (fusion_threshold()) differs between ranks"),
     ("gloo", "HVD_SELECTOR_SHM=maybe", "rank 1: HVD_SELECTOR_SHM=maybe must be 0 or 1"),
+    ("mpich", "HOROVOD_FUSION_THRESHOLD=64MB", "rank 1: HOROVOD_FUSION_THRESHOLD='64MB' is not a number of bytes"),
 ]
 
 
-@pytest.mark.parametrize("impl,setting,text", DRIFT, ids=[f"{i}-{s.split('=')[0]}" for i, s, _ in DRIFT])
+@pytest.mark.parametrize("impl,setting,text", DRIFT, ids=[f"{i}-{s}" for i, s, _ in DRIFT])
 def test_a_setting_set_on_one_rank_only_fails_init_on_every_rank(
     impl: str, setting: str, text: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
