@@ -16,7 +16,7 @@ from .native_helpers import launch
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
-CHECKS = 20  # the @check blocks in workers/torch_api.py
+CHECKS = 23  # the @check blocks in workers/torch_api.py
 
 
 @pytest.mark.parametrize("which", ["gloo", "mpich"])
