@@ -18,7 +18,7 @@ from devtools import native_builds
 
 from . import upstream_torch
 
-HERE = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[2]
 
 ENV = "HVD_SELECTOR_HOROVOD_TEST_TORCH"
 # torch >= 2.9's Muon rejects 1-D parameters; these tests build every torch.optim
@@ -27,12 +27,12 @@ MUON = {"test_broadcast_state", "test_broadcast_state_options", "test_force_allr
 
 
 def test_bad_paths_exit_2(tmp_path: Path) -> None:
-    script = str(HERE / "upstream_torch.py")
-    missing = subprocess.run([sys.executable, script, str(tmp_path / "nope.py")], capture_output=True, text=True)
+    script = [sys.executable, "-m", "tests.horovod.upstream_torch"]
+    missing = subprocess.run([*script, str(tmp_path / "nope.py")], cwd=REPO, capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stdout.startswith("error: ") and "Traceback" not in missing.stderr
     lone = tmp_path / "test_torch.py"
     lone.write_text("")
-    alone = subprocess.run([sys.executable, script, str(lone)], capture_output=True, text=True)
+    alone = subprocess.run([*script, str(lone)], cwd=REPO, capture_output=True, text=True)
     assert alone.returncode == 2 and "utils/common.py is missing" in alone.stdout
 
 

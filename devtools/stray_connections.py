@@ -1,0 +1,155 @@
+"""Stray connections to a running job's listening ports (tests and the Horovod suite runner).
+
+A stranger on the host that never saw the job secret: a thread that finds
+every TCP port the job's processes (a launcher and its descendants) listen
+on - the rendezvous store, the data-plane listeners during init() and
+process-set creation - and connects to them again and again: garbage bytes,
+idle sockets held open a while, a replay of what the listener sent, and
+connect-then-close. Only the job's own ports are touched (read from /proc),
+never another process's on this machine.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+KINDS = ("garbage", "idle", "replay", "close")
+HELD = 32  # idle strays held open at once (the oldest is closed first)
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = collections.defaultdict(list)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        tree[ppid].append(int(entry))
+    return tree
+
+
+def job_pids(root: int) -> list[int]:
+    """`root` and every process below it."""
+    tree, out, todo = _children(), [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(tree.get(pid, ()))
+    return out
+
+
+def listening_ports(pids: list[int]) -> set[int]:
+    """TCP ports the processes listen on (their socket inodes matched in /proc/net/tcp{,6})."""
+    inodes = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+class StrayConnections:
+    """Knocks on every listening port of the process tree under `root` until stop()."""
+
+    def __init__(self, root: int, pause: float = 0.005) -> None:
+        self.root = root
+        self.pause = pause
+        self.ports: set[int] = set()  # every port found listening
+        self.connected = 0  # connections the job's listeners accepted
+        self._held: collections.deque[socket.socket] = collections.deque()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stray-connections", daemon=True)
+
+    def __enter__(self) -> StrayConnections:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        while self._held:
+            self._held.popleft().close()
+
+    def _run(self) -> None:
+        turn = 0
+        while not self._stop.is_set():
+            ports = listening_ports(job_pids(self.root))
+            self.ports |= ports
+            for port in sorted(ports):
+                self._knock(port, KINDS[turn % len(KINDS)])
+                turn += 1
+            self._stop.wait(self.pause)
+
+    def _knock(self, port: int, kind: str) -> None:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=0.5)
+        except OSError:
+            return
+        if s.getsockname() == s.getpeername():  # a TCP self-connect to a port freed meanwhile
+            s.close()
+            return
+        self.connected += 1
+        try:
+            if kind == "garbage":
+                s.sendall(os.urandom(512))
+            elif kind == "replay":
+                s.settimeout(0.05)
+                echo = s.recv(4096)
+                s.sendall(echo + os.urandom(64))
+        except OSError:
+            pass
+        if kind == "idle":
+            self._held.append(s)
+            if len(self._held) > HELD:
+                self._held.popleft().close()
+        else:
+            s.close()
+
+
+class BusyLoops:
+    """A loaded machine: `n` child processes spinning on a core each until the block ends."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> BusyLoops:
+        code = "while True: pass"
+        self._procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(self.n)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self._procs:
+            proc.kill()
+            proc.wait()
