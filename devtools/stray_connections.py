@@ -17,10 +17,12 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 KINDS = ("garbage", "idle", "replay", "close")
 HELD = 32  # idle strays held open at once (the oldest is closed first)
+BURST = 4  # connections to a port each time it is found listening
 
 
 def _children() -> dict[int, list[int]]:
@@ -102,13 +104,16 @@ class StrayConnections:
             self._held.popleft().close()
 
     def _run(self) -> None:
-        turn = 0
+        turn, pids, looked = 0, [self.root], 0.0
         while not self._stop.is_set():
-            ports = listening_ports(job_pids(self.root))
+            if time.monotonic() - looked > 0.5:  # the tree changes rarely, its ports often
+                pids, looked = job_pids(self.root), time.monotonic()
+            ports = listening_ports(pids)
             self.ports |= ports
             for port in sorted(ports):
-                self._knock(port, KINDS[turn % len(KINDS)])
-                turn += 1
+                for _ in range(BURST):
+                    self._knock(port, KINDS[turn % len(KINDS)])
+                    turn += 1
             self._stop.wait(self.pause)
 
     def _knock(self, port: int, kind: str) -> None:
