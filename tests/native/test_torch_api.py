@@ -5,6 +5,7 @@ script whose ranks must end with identical parameters."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from .native_helpers import launch
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
+LOSS = re.compile(r"epoch \d: mean loss (\d+\.\d+) over 2 ranks")
 CHECKS = 23  # the @check blocks in workers/torch_api.py
 
 
@@ -48,4 +50,7 @@ def test_example_ranks_end_identical(gloo_build: Build, tmp_path: Path) -> None:
         assert torch.equal(params[0][name], params[1][name]), name
     first = torch.load(tmp_path / "initial.rank1.pt", weights_only=True)
     assert any(not torch.equal(first[n], params[1][n]) for n in first), "training changed nothing"
-    assert "mean loss" in proc.stdout
+    printed = [float(x) for x in LOSS.findall(proc.stdout)]
+    assert len(printed) == 2 and printed[1] < printed[0] / 4, f"the example does not learn: {printed}"
+    shown = [float(x) for x in LOSS.findall((REPO / "docs" / "guide" / "pytorch.md").read_text())]
+    assert shown == pytest.approx(printed, abs=0.01), f"docs/guide/pytorch.md shows {shown}, it prints {printed}"
