@@ -49,8 +49,9 @@ def job_pids(root: int) -> list[int]:
     return out
 
 
-def listening_ports(pids: list[int]) -> set[int]:
-    """TCP ports the processes listen on (their socket inodes matched in /proc/net/tcp{,6})."""
+def tcp_ports(pids: list[int], states: tuple[str, ...] = ("0A",)) -> set[int]:
+    """Local ports of the processes' TCP sockets in `states` (0A: listening, 01: established),
+    their socket inodes matched in /proc/net/tcp{,6}."""
     inodes = set()
     for pid in pids:
         try:
@@ -72,7 +73,7 @@ def listening_ports(pids: list[int]) -> set[int]:
             continue
         for line in lines:
             fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:
+            if fields[3] in states and fields[9] in inodes:
                 ports.add(int(fields[1].rsplit(":", 1)[1], 16))
     return ports
 
@@ -108,7 +109,7 @@ class StrayConnections:
         while not self._stop.is_set():
             if time.monotonic() - looked > 0.5:  # the tree changes rarely, its ports often
                 pids, looked = job_pids(self.root), time.monotonic()
-            ports = listening_ports(pids)
+            ports = tcp_ports(pids)
             self.ports |= ports
             for port in sorted(ports):
                 for _ in range(BURST):
@@ -117,29 +118,39 @@ class StrayConnections:
             self._stop.wait(self.pause)
 
     def _knock(self, port: int, kind: str) -> None:
-        try:
-            s = socket.create_connection(("127.0.0.1", port), timeout=0.5)
-        except OSError:
-            return
-        if s.getsockname() == s.getpeername():  # a TCP self-connect to a port freed meanwhile
-            s.close()
+        stray = open_stray(port, kind, wait=0.05)
+        if stray is None:
             return
         self.connected += 1
-        try:
-            if kind == "garbage":
-                s.sendall(os.urandom(512))
-            elif kind == "replay":
-                s.settimeout(0.05)
-                echo = s.recv(4096)
-                s.sendall(echo + os.urandom(64))
-        except OSError:
-            pass
         if kind == "idle":
-            self._held.append(s)
+            self._held.append(stray[0])
             if len(self._held) > HELD:
                 self._held.popleft().close()
         else:
-            s.close()
+            stray[0].close()
+
+
+def open_stray(port: int, kind: str, wait: float) -> tuple[socket.socket, bytes] | None:
+    """One stray connection to 127.0.0.1:`port` of `kind` (see KINDS), left open; with
+    what a replay read first (`wait` seconds at most). None when nothing listened there."""
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=1)
+    except OSError:
+        return None
+    if s.getsockname() == s.getpeername():  # a TCP self-connect to a port freed meanwhile
+        s.close()
+        return None
+    echo = b""
+    try:
+        if kind == "garbage":
+            s.sendall(os.urandom(4096))
+        elif kind == "replay":
+            s.settimeout(wait)
+            echo = s.recv(4096)
+            s.sendall(echo + echo + os.urandom(32))
+    except OSError:
+        pass
+    return s, echo
 
 
 class BusyLoops:

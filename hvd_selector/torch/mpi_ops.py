@@ -419,6 +419,29 @@ def allreduce_(
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, process_set))
 
 
+def _grouped_allreduce_async(
+    what: str,
+    tensors: Sequence[torch.Tensor],
+    in_place: bool,
+    average: bool | None,
+    name: str | None,
+    op: int | None,
+    prescale_factor: float,
+    postscale_factor: float,
+    process_set: ProcessSet,
+) -> int:
+    if in_place:
+        ins = [_checks.contiguous(_checks.tensor(t, what), what) for t in tensors]
+        outs, originals = ins, list(tensors)
+    else:
+        ins = [_checks.tensor(t, what).contiguous() for t in tensors]
+        outs, originals = [torch.empty_like(t) for t in ins], None
+    the_op = _checks.op(average, op, what)
+    return _allreduce_work(
+        "grouped_allreduce", ins, outs, the_op, prescale_factor, postscale_factor, process_set, name, False, originals
+    )
+
+
 def grouped_allreduce_async(
     tensors: Sequence[torch.Tensor],
     average: bool | None = None,
@@ -428,19 +451,8 @@ def grouped_allreduce_async(
     postscale_factor: float = 1.0,
     process_set: ProcessSet = global_process_set,
 ) -> int:
-    ins = [_checks.tensor(t, "grouped_allreduce").contiguous() for t in tensors]
-    outs = [torch.empty_like(t) for t in ins]
-    return _allreduce_work(
-        "grouped_allreduce",
-        ins,
-        outs,
-        _checks.op(average, op),
-        prescale_factor,
-        postscale_factor,
-        process_set,
-        name,
-        False,
-    )
+    args = (average, name, op, prescale_factor, postscale_factor, process_set)
+    return _grouped_allreduce_async("grouped_allreduce", tensors, False, *args)
 
 
 def grouped_allreduce_async_(
@@ -452,19 +464,8 @@ def grouped_allreduce_async_(
     postscale_factor: float = 1.0,
     process_set: ProcessSet = global_process_set,
 ) -> int:
-    ins = [_checks.contiguous(_checks.tensor(t, "grouped_allreduce_"), "grouped_allreduce_") for t in tensors]
-    return _allreduce_work(
-        "grouped_allreduce",
-        ins,
-        ins,
-        _checks.op(average, op),
-        prescale_factor,
-        postscale_factor,
-        process_set,
-        name,
-        False,
-        list(tensors),
-    )
+    args = (average, name, op, prescale_factor, postscale_factor, process_set)
+    return _grouped_allreduce_async("grouped_allreduce_", tensors, True, *args)
 
 
 class HorovodGroupedAllreduce(torch.autograd.Function):

@@ -4,14 +4,13 @@ one torch BatchNorm over the concatenated batch (workers/sync_batch_norm.py)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from devtools.native_builds import Build
 
-from .native_helpers import launch
+from .native_helpers import assert_checks_passed, launch
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -23,7 +22,4 @@ def test_sync_batch_norm_equals_batch_norm_over_the_global_batch(gloo_build: Bui
     proc = launch(gloo_build, 2, "sync_batch_norm.py", str(tmp_path), cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for rank in range(2):
-        results = json.loads((tmp_path / f"rank{rank}.json").read_text())
-        assert len(results) == CASES, sorted(results)
-        failed = {name: text for name, text in results.items() if text}
-        assert not failed, f"rank {rank}: " + "\n".join(f"{k}:\n{v}" for k, v in failed.items())
+        assert_checks_passed(tmp_path, rank, CASES)

@@ -320,6 +320,8 @@ def _():
         ("allreduce", lambda: hvd.allreduce(torch.ones(3, dtype=torch.float32 if rank else torch.float64))),
         ("broadcast", lambda: hvd.broadcast(torch.ones(2), root_rank=rank)),
         ("allgather", lambda: hvd.allgather(torch.ones(2, 1 + rank))),
+        # one rank's tensors on another kind of device (meta stands in for CUDA: the check is the same)
+        ("allreduce", lambda: hvd.allreduce(torch.ones(3, device="meta" if rank else "cpu"))),
     ):
         try:
             call()
@@ -328,6 +330,21 @@ def _():
         else:
             raise AssertionError(f"{name} mismatch did not raise")
     same(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(size)))  # still usable
+
+
+@check("a joined rank's zeros go to the others' kind of device (join's GPU, else the core's)")
+def _():
+    from hvd_selector.torch._engine import zeros_device
+
+    assert zeros_device("cpu", 3, 1, 4) == torch.device("cpu")
+    assert zeros_device("cuda", 2, 1, 4) == torch.device("cuda", 2)  # join(device=2)
+    assert zeros_device("cuda", -1, 5, 4) == torch.device("cuda", 1)  # local_rank 5 of 4 GPUs, as NCCL's
+    try:
+        zeros_device("cuda", -1, 0, 0)
+    except hvd.UnavailableError as exc:
+        assert "no" in str(exc) and "\n" not in str(exc)
+    else:
+        raise AssertionError("zeros on a GPU with none visible")
 
 
 @check("broadcast_object, allgather_object, broadcast_parameters, broadcast_optimizer_state")
