@@ -3,8 +3,8 @@
 A drop-in for ``horovod.torch`` over hvd-selector's native core: the same
 names, signatures and semantics for collectives (sync, async and
 differentiable), process sets, DistributedOptimizer and the broadcast
-helpers; collectives are matched across ranks by name, as Horovod's
-coordinator matches them. See docs/guide/pytorch.md for what differs
+helpers, SyncBatchNorm; collectives are matched across ranks by name, as
+Horovod's coordinator matches them. See docs/guide/pytorch.md for what differs
 (Adasum, timeline, stalled collectives time out).
 """
 
@@ -30,6 +30,7 @@ from .mpi_ops import (
     Min,
     Product,
     Sum,
+    add_process_set,
     allgather,
     allgather_async,
     allreduce,
@@ -71,6 +72,7 @@ from .mpi_ops import (
     rank,
     reducescatter,
     reducescatter_async,
+    remove_process_set,
     rocm_built,
     shutdown,
     size,
@@ -80,7 +82,8 @@ from .mpi_ops import (
     synchronize,
 )
 from .optimizer import DistributedOptimizer
-from .process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
+from .process_sets import ProcessSet, global_process_set
+from .sync_batch_norm import SyncBatchNorm
 
 atexit.register(shutdown)  # runs before hvd_selector's own (atexit is last in, first out)
 
@@ -99,6 +102,7 @@ __all__ = [
     "ProcessSet",
     "Product",
     "Sum",
+    "SyncBatchNorm",
     "UnavailableError",
     "add_process_set",
     "allgather",

@@ -82,6 +82,7 @@ class Request(NamedTuple):
     post: float = 1.0
     root: int = -1
     members: Sequence[int] = ()  # () for the global set
+    device: str = "cpu"  # where the tensors live: "cpu" or "cuda"
 
     @classmethod
     def from_wire(cls, item: Any) -> Request:
@@ -95,10 +96,15 @@ class Request(NamedTuple):
         return (self.set_id, self.name)
 
 
-def describe(tensors: Sequence[torch.Tensor]) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
+def describe(tensors: Sequence[torch.Tensor]) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...], str]:
+    """dtypes, shapes and the device kind of a collective's tensors, as a Request carries them."""
+    kinds = {t.device.type for t in tensors}
+    if len(kinds) > 1:
+        raise ValueError(f"the tensors of one collective must all be on one kind of device, got {sorted(kinds)}")
     return (
         tuple(str(t.dtype).removeprefix("torch.") for t in tensors),
         tuple(tuple(int(x) for x in t.shape) for t in tensors),
+        kinds.pop() if kinds else "cpu",
     )
 
 
@@ -116,8 +122,10 @@ class Work:
     ins: list[torch.Tensor] = field(default_factory=list)
     outs: list[torch.Tensor] = field(default_factory=list)
     finish: Callable[[list[Any]], Any] | None = None
+    join_device: int = -1  # join(device): the GPU this rank stands in with zeros on (-1: the core's GPU)
     submitted: float = field(default_factory=time.monotonic)
     announced: float = 0.0
+    finished: float = 0.0  # time.monotonic() when it completed
     gave_up: bool = False
     done: threading.Event = field(default_factory=threading.Event)
     waited: bool = False
@@ -135,9 +143,13 @@ class Work:
     def nbytes(self) -> int:
         return sum(int(t.numel()) * int(t.element_size()) for t in self.ins)
 
+    def complete(self) -> None:
+        self.finished = time.monotonic()
+        self.done.set()
+
     def fail(self, exc: BaseException) -> None:
         self.error = exc
-        self.done.set()
+        self.complete()
 
 
 @dataclass
@@ -210,6 +222,11 @@ class Table:
                 )
             if other.members != first.members:
                 return _core.MismatchError(f"{head}: {pair} name different process sets")
+            if other.device != first.device:
+                return _core.MismatchError(
+                    f"{head}: mismatched CPU and GPU tensors: rank {ranks[0]} sent {first.device} tensors, "
+                    f"rank {r} {other.device} tensors"
+                )
             if len(other.dtypes) != len(first.dtypes):
                 return _core.MismatchError(f"{head}: {pair} sent {len(first.dtypes)} and {len(other.dtypes)} tensors")
             if other.dtypes != first.dtypes:
@@ -297,6 +314,21 @@ def exchange(payload: bytes) -> list[bytes]:
     return parts
 
 
+def zeros_device(kind: str, asked: int, local_rank: int, device_count: int) -> torch.device:
+    """Where a joined rank creates the zeros it contributes to the others' allreduce.
+
+    On the others' kind of device: the GPU join(device) named, else the one
+    the core's NCCL communicator uses (local_rank modulo the visible GPUs).
+    """
+    if kind != "cuda":
+        return torch.device("cpu")
+    if asked >= 0:
+        return torch.device("cuda", asked)
+    if device_count <= 0:
+        raise _core.UnavailableError("a joined rank must stand in with zeros on a GPU, but none is visible")
+    return torch.device("cuda", local_rank % device_count)
+
+
 class Engine:
     """Submitted Work, negotiated and run by one daemon thread (one per init())."""
 
@@ -315,6 +347,11 @@ class Engine:
         self._last_round = 0.0
         self._thread = threading.Thread(target=self._loop, name="hvd_selector.torch", daemon=True)
         self._thread.start()
+
+    @property
+    def dead(self) -> BaseException | None:
+        """The error that stopped the thread (None while it serves)."""
+        return self._dead
 
     def submit(self, work: Work) -> Work:
         with self._cond:
@@ -456,10 +493,10 @@ class Engine:
             if resp.key == JOIN:
                 if work is not None:
                     work.result = resp.last_joined
-                    work.done.set()
+                    work.complete()
                 continue
             if first.what in FUSED:
-                fuse = (first.set_id, first.op, first.pre, first.post)
+                fuse = (first.set_id, first.op, first.pre, first.post, first.device)
                 if fuse not in groups:
                     groups[fuse] = []
                     plan.append(groups[fuse])
@@ -487,7 +524,11 @@ class Engine:
         outs: list[torch.Tensor] = []
         for req, work in group:
             if work is None:  # this rank joined: it stands in with zeros
-                zeros = [torch.zeros(s, dtype=getattr(torch, d)) for d, s in zip(req.dtypes, req.shapes, strict=True)]
+                device = self._zeros_device(req.device)
+                zeros = [
+                    torch.zeros(s, dtype=getattr(torch, d), device=device)
+                    for d, s in zip(req.dtypes, req.shapes, strict=True)
+                ]
                 ins += zeros
                 outs += zeros
             else:
@@ -504,6 +545,12 @@ class Engine:
                 work.result = work.finish(work.outs) if work.finish else work.outs
 
         self._guarded(first.set_id, works, run)
+
+    def _zeros_device(self, kind: str) -> torch.device:
+        joined = self._pending.get(JOIN)
+        asked = joined.join_device if joined is not None else -1
+        count = torch.cuda.device_count() if kind == "cuda" else 0
+        return zeros_device(kind, asked, _core.local_rank(), count)
 
     def _run(self, first: Request, work: Work | None, peers: list[Request]) -> None:
         if work is None:  # a joined rank in a barrier
@@ -531,4 +578,4 @@ class Engine:
             with contextlib.suppress(BaseException):
                 _core.use_process_set(0)
         for work in works:
-            work.done.set()
+            work.complete()

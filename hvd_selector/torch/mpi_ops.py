@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
 from .. import _api
-from .._api import HorovodInternalError  # noqa: F401 - Horovod exports it from here
+from .._api import HorovodInternalError  # Horovod exports it from here too
+from . import _checks
 from . import process_sets as _ps
 from ._engine import JOIN, Engine, Request, Work, describe
 from .compression import Compression
@@ -30,13 +32,14 @@ Average = _api.Average
 Min = _api.Min
 Max = _api.Max
 Product = _api.Product
-Adasum = 5  # Horovod's value; not implemented here (raises NotImplementedError)
+Adasum = _checks.Adasum
 
 _engine: Engine | None = None
 _engine_lock = threading.Lock()
 _handles: dict[int, Work | Callable[[], Any]] = {}
 _pending_names: dict[tuple[int, str], Work] = {}
 _handle_ids = itertools.count(1)
+_waited = 0.0  # when this process last came back from waiting for a collective (time.monotonic())
 
 
 # ------------------------------------------------------------ lifecycle
@@ -44,17 +47,24 @@ def init(*args: Any, process_sets: Sequence[ProcessSet] | None = None, **kwargs:
     """Join the job (see hvd_selector.init) and start the background engine.
 
     ``process_sets``: sets to register right away, as Horovod's init() takes.
+    A second init() is a no-op while the engine runs; after the engine
+    stopped on an error (a peer failed, a collective timed out) it starts
+    over as shutdown() then init() would, so every rank that calls init()
+    again meets the others in a fresh job.
     """
     global _engine
+    with _engine_lock:
+        engine = _engine
+    if engine is not None and engine.dead is not None:
+        shutdown()
     with _engine_lock:
         if _api.is_initialized() and _engine is not None:
             return
         _api.init()
-        _ps._reset()
-        global_process_set.process_set_id = 0
+        _ps.reset()
         _engine = Engine(_api.fusion_threshold, _api.timeout())
     for ps in process_sets or ():
-        _ps.add_process_set(ps)
+        add_process_set(ps)
 
 
 def shutdown() -> None:
@@ -68,7 +78,7 @@ def shutdown() -> None:
     _handle_ids = itertools.count(1)  # Horovod resets its handles here: unnamed collectives match afresh
     _handles.clear()
     _pending_names.clear()
-    _ps._reset()
+    _ps.reset()
     _api.shutdown()
 
 
@@ -107,21 +117,18 @@ def cross_size() -> int:
     return max(_api.size() // max(_api.local_size(), 1), 1)
 
 
-def mpi_threads_supported() -> bool:
-    return mpi_enabled()
-
-
-def _controllers() -> tuple[str, ...]:
+# ------------------------------------------------------------ build queries (Horovod's types)
+def _facts() -> Any:
     assert _api._facts is not None
-    return _api._facts.controllers
+    return _api._facts
 
 
 def mpi_built() -> bool:
-    return "mpi" in _controllers()
+    return "mpi" in _facts().controllers
 
 
 def gloo_built() -> bool:
-    return "gloo" in _controllers()
+    return "gloo" in _facts().controllers
 
 
 def mpi_enabled() -> bool:
@@ -133,14 +140,43 @@ def gloo_enabled() -> bool:
     return _api.is_initialized() and _api._rendezvous is not None
 
 
-def nccl_built() -> bool:
-    assert _api._facts is not None
-    return _api._facts.tensor_ops == "nccl"
+def mpi_threads_supported() -> bool:
+    """Whether other code may call MPI from its own threads beside Horovod (Horovod: MPI_THREAD_MULTIPLE).
+
+    The core asks MPI for MPI_THREAD_SERIALIZED (its calls come from one
+    thread at a time), so the answer is False; without MPI it is Horovod's
+    ValueError.
+    """
+    if not mpi_enabled():
+        raise ValueError("Horovod MPI is not enabled: this job runs on Gloo (mpi_enabled() is False)")
+    return False
+
+
+def nccl_version_code(version: str) -> int:
+    """NCCL's NCCL_VERSION_CODE for "major.minor.patch" (the encoding changed at 2.9)."""
+    major, minor, patch = (int(part) for part in version.split("."))
+    if (major, minor) >= (2, 9):
+        return major * 10000 + minor * 100 + patch
+    return major * 1000 + minor * 100 + patch
+
+
+def nccl_built() -> int:
+    """The NCCL version this build was compiled against as NCCL_VERSION_CODE (22809 for 2.28.9); 0 without NCCL."""
+    facts = _facts()
+    if facts.tensor_ops != "nccl":
+        return 0
+    version = str(facts.config.get("nccl_version", ""))
+    try:
+        return nccl_version_code(version)
+    except ValueError:
+        raise HorovodInternalError(
+            f"this NCCL build records no NCCL version in build_config.json ({version!r}); reinstall: "
+            "pip install --no-cache-dir --force-reinstall hvd-selector[gpu-nvidia]"
+        ) from None
 
 
 def cuda_built() -> bool:
-    assert _api._facts is not None
-    return bool(_api._facts.cuda_archs)
+    return bool(_facts().cuda_archs)
 
 
 def rocm_built() -> bool:
@@ -163,48 +199,25 @@ def stop_timeline() -> None:
     raise NotImplementedError("hvd_selector.torch has no timeline (Horovod's HOROVOD_TIMELINE)")
 
 
-# ------------------------------------------------------------ helpers
-def _op(average: bool | None, op: int | None) -> int:
-    """Horovod's rule for the deprecated ``average=`` next to ``op=``."""
-    if op is not None and average is not None:
-        raise ValueError("average= and op= cannot both be given (average= is deprecated; use op=)")
-    if op is None:
-        op = Average if average is None or average else Sum
-    if op == Adasum:
-        raise NotImplementedError("Adasum is not supported by hvd_selector.torch")
-    return _api._check_op(op)
-
-
-def _cpu(tensor: Any, what: str) -> torch.Tensor:
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"{what}: expected a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.is_sparse:
-        raise ValueError(f"{what}: sparse tensors are reduced with sparse_allreduce_async")
-    _api._gpu_guard(tensor)
-    return tensor.detach()
-
-
-def _contiguous(tensor: torch.Tensor, what: str) -> torch.Tensor:
-    if not tensor.is_contiguous():
-        raise ValueError(f"{what}: tensor is required to be contiguous (call .contiguous())")
-    return tensor
-
-
+# ------------------------------------------------------------ submitting
 def _request(
     what: str,
     ps: ProcessSet,
-    name: str | None,
+    name: Any,
     tensors: Sequence[torch.Tensor] = (),
     op: int = -1,
-    pre: float = 1.0,
-    post: float = 1.0,
+    pre: Any = 1.0,
+    post: Any = 1.0,
     root: int = -1,
 ) -> Request:
-    """The description the ranks negotiate on (name None: filled in from the handle)."""
-    set_id = _ps._id_of(ps)
-    dtypes, shapes = describe(tensors)
+    """The description the ranks negotiate on, every field checked here (name None: filled in from the handle)."""
+    set_id = _ps.id_of(ps, what)
+    label = _checks.name(name, what)
+    pre = _checks.scale(pre, what, "prescale_factor")
+    post = _checks.scale(post, what, "postscale_factor")
+    dtypes, shapes, device = describe(tensors)
     members = tuple(ps._members()) if set_id else ()
-    return Request(set_id, name or "", what, dtypes, shapes, op, float(pre), float(post), root, members)
+    return Request(set_id, label or "", what, dtypes, shapes, op, pre, post, root, members, device)
 
 
 def _submit(work: Work) -> int:
@@ -212,7 +225,11 @@ def _submit(work: Work) -> int:
 
     Ranks match collectives by name (Horovod's coordinator): an unnamed one
     is named after its handle, as Horovod names it, so unnamed collectives
-    match when every rank submits them in the same order.
+    match when every rank submits them in the same order. A name stays taken
+    until its handle is synchronized, or until it has completed and this
+    process has waited for some collective since: completion is noticed at
+    this process's own waits, never behind its back, so whether a reused
+    name is a duplicate does not depend on how fast the peers are.
     """
     engine = _the_engine()
     handle = next(_handle_ids)
@@ -220,7 +237,7 @@ def _submit(work: Work) -> int:
         work.request = work.request._replace(name=f"{work.what}.noname.{handle}")
     key = work.request.key
     other = _pending_names.get(key)
-    if other is not None and not other.done.is_set():
+    if other is not None and not (other.done.is_set() and other.finished <= _waited):
         raise ValueError(
             f"{work.what}: a collective named {work.name!r} is still in flight; names must be unique until it "
             "completes (Horovod's duplicate name error)"
@@ -248,6 +265,7 @@ def poll(handle: int) -> bool:
 
 def synchronize(handle: int) -> Any:
     """Wait for the collective behind `handle` and return its result (or raise its error)."""
+    global _waited
     work = _handles.pop(handle, None)
     if work is None:
         raise ValueError(f"synchronize: unknown handle {handle!r}")
@@ -258,11 +276,38 @@ def synchronize(handle: int) -> Any:
         engine.wait(work)
     else:
         work.done.wait()
+    _waited = time.monotonic()
     if _pending_names.get(work.request.key) is work:
         del _pending_names[work.request.key]
     if work.error is not None:
         raise work.error
     return work.result
+
+
+# ------------------------------------------------------------ process sets
+def add_process_set(process_set: ProcessSet | Iterable[int]) -> ProcessSet:
+    """Register a set on every rank (call it on all ranks, in the same order); returns it registered."""
+    ps, reg = _ps.reserve(process_set)
+    _engine_call(
+        "add_process_set",
+        lambda: _api._connect_process_set(reg.set_id, reg.members, reg.seq) if _api.rank() in reg.members else None,
+        name=f"process_set.add.{reg.seq}",
+    )
+    return _ps.commit(ps, reg.set_id)
+
+
+def remove_process_set(process_set: ProcessSet) -> bool:
+    """Unregister a set (every rank, same order); False when it was not registered."""
+    set_id = _ps.registered_id(process_set)
+    if set_id is None:
+        return False
+    _engine_call(
+        "remove_process_set",
+        lambda: _api._core.remove_process_set(set_id) if process_set.included() else None,
+        name=f"process_set.remove.{set_id}",
+    )
+    _ps.forget(process_set)
+    return True
 
 
 # ------------------------------------------------------------ allreduce
@@ -298,10 +343,10 @@ def allreduce_async(
     process_set: ProcessSet = global_process_set,
 ) -> int:
     """Start an allreduce; the input is untouched, synchronize() returns a new tensor."""
-    t = _cpu(tensor, "allreduce").contiguous()
+    t = _checks.tensor(tensor, "allreduce").contiguous()
     out = torch.empty_like(t, memory_format=torch.contiguous_format)
     return _allreduce_work(
-        "allreduce", [t], [out], _op(average, op), prescale_factor, postscale_factor, process_set, name, True
+        "allreduce", [t], [out], _checks.op(average, op), prescale_factor, postscale_factor, process_set, name, True
     )
 
 
@@ -315,9 +360,18 @@ def allreduce_async_(
     process_set: ProcessSet = global_process_set,
 ) -> int:
     """Start an in-place allreduce of `tensor`."""
-    t = _contiguous(_cpu(tensor, "allreduce_"), "allreduce_")
+    t = _checks.contiguous(_checks.tensor(tensor, "allreduce_"), "allreduce_")
     return _allreduce_work(
-        "allreduce", [t], [t], _op(average, op), prescale_factor, postscale_factor, process_set, name, True, [tensor]
+        "allreduce",
+        [t],
+        [t],
+        _checks.op(average, op),
+        prescale_factor,
+        postscale_factor,
+        process_set,
+        name,
+        True,
+        [tensor],
     )
 
 
@@ -346,7 +400,7 @@ def allreduce(
     process_set: ProcessSet = global_process_set,
 ) -> torch.Tensor:
     """Reduce `tensor` across the set's ranks (differentiable); the input is untouched."""
-    the_op = _op(average, op)
+    the_op = _checks.op(average, op)
     compressed, cctx = compression.compress(tensor)
     out = HorovodAllreduce.apply(compressed, the_op, prescale_factor, postscale_factor, process_set, name)
     return compression.decompress(out, cctx)
@@ -365,6 +419,29 @@ def allreduce_(
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, process_set))
 
 
+def _grouped_allreduce_async(
+    what: str,
+    tensors: Sequence[torch.Tensor],
+    in_place: bool,
+    average: bool | None,
+    name: str | None,
+    op: int | None,
+    prescale_factor: float,
+    postscale_factor: float,
+    process_set: ProcessSet,
+) -> int:
+    if in_place:
+        ins = [_checks.contiguous(_checks.tensor(t, what), what) for t in tensors]
+        outs, originals = ins, list(tensors)
+    else:
+        ins = [_checks.tensor(t, what).contiguous() for t in tensors]
+        outs, originals = [torch.empty_like(t) for t in ins], None
+    the_op = _checks.op(average, op, what)
+    return _allreduce_work(
+        "grouped_allreduce", ins, outs, the_op, prescale_factor, postscale_factor, process_set, name, False, originals
+    )
+
+
 def grouped_allreduce_async(
     tensors: Sequence[torch.Tensor],
     average: bool | None = None,
@@ -374,11 +451,8 @@ def grouped_allreduce_async(
     postscale_factor: float = 1.0,
     process_set: ProcessSet = global_process_set,
 ) -> int:
-    ins = [_cpu(t, "grouped_allreduce").contiguous() for t in tensors]
-    outs = [torch.empty_like(t) for t in ins]
-    return _allreduce_work(
-        "grouped_allreduce", ins, outs, _op(average, op), prescale_factor, postscale_factor, process_set, name, False
-    )
+    args = (average, name, op, prescale_factor, postscale_factor, process_set)
+    return _grouped_allreduce_async("grouped_allreduce", tensors, False, *args)
 
 
 def grouped_allreduce_async_(
@@ -390,19 +464,8 @@ def grouped_allreduce_async_(
     postscale_factor: float = 1.0,
     process_set: ProcessSet = global_process_set,
 ) -> int:
-    ins = [_contiguous(_cpu(t, "grouped_allreduce_"), "grouped_allreduce_") for t in tensors]
-    return _allreduce_work(
-        "grouped_allreduce",
-        ins,
-        ins,
-        _op(average, op),
-        prescale_factor,
-        postscale_factor,
-        process_set,
-        name,
-        False,
-        list(tensors),
-    )
+    args = (average, name, op, prescale_factor, postscale_factor, process_set)
+    return _grouped_allreduce_async("grouped_allreduce_", tensors, True, *args)
 
 
 class HorovodGroupedAllreduce(torch.autograd.Function):
@@ -428,7 +491,7 @@ def grouped_allreduce(
     postscale_factor: float = 1.0,
     process_set: ProcessSet = global_process_set,
 ) -> list[torch.Tensor]:
-    the_op = _op(average, op)
+    the_op = _checks.op(average, op)
     pairs = [compression.compress(t) for t in tensors]
     outs = HorovodGroupedAllreduce.apply(
         the_op, prescale_factor, postscale_factor, process_set, name, *[p[0] for p in pairs]
@@ -471,7 +534,7 @@ def sparse_allreduce_async(
 
 # ------------------------------------------------------------ allgather
 def _gather_input(tensor: torch.Tensor, what: str) -> torch.Tensor:
-    t = _cpu(tensor, what).contiguous()
+    t = _checks.tensor(tensor, what).contiguous()
     if t.dim() == 0:
         raise ValueError(f"{what}: needs at least one dimension (got a scalar)")
     return t
@@ -546,40 +609,41 @@ def grouped_allgather(
 
 
 # ------------------------------------------------------------ broadcast
-def _set_root(root_rank: int, ps: ProcessSet) -> int:
+def _set_root(root_rank: Any, ps: ProcessSet) -> tuple[int, int]:
     """Horovod names the root by its global rank; the set's communicator by its place in the set."""
-    if ps.process_set_id == 0:
-        return int(root_rank)
+    root = _checks.root(root_rank, "broadcast")
+    if _ps.id_of(ps, "broadcast") == 0:
+        return root, root
     members = ps._members()
-    if int(root_rank) not in members:
-        raise ValueError(f"broadcast: root_rank {root_rank} is not a member of {ps!r}")
-    return members.index(int(root_rank))
+    if root not in members:
+        raise ValueError(f"broadcast: root_rank {root} is not a member of {ps!r}")
+    return root, members.index(root)
 
 
 def _broadcast_work(
-    t: torch.Tensor, root_rank: int, name: str | None, ps: ProcessSet, result: torch.Tensor | None = None
+    t: torch.Tensor, root_rank: Any, name: str | None, ps: ProcessSet, result: torch.Tensor | None = None
 ) -> int:
-    root = _set_root(root_rank, ps)
+    root, set_root = _set_root(root_rank, ps)
 
     def run(peers: list[Request]) -> torch.Tensor:
-        _api._core.broadcast(t, root)
+        _api._core.broadcast(t, set_root)
         return t if result is None else result
 
-    return _submit(Work(_request("broadcast", ps, name, [t], root=int(root_rank)), run=run))
+    return _submit(Work(_request("broadcast", ps, name, [t], root=root), run=run))
 
 
 def broadcast_async(
     tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
     """Start a broadcast into a new tensor (the input is untouched)."""
-    return _broadcast_work(_cpu(tensor, "broadcast").clone(), root_rank, name, process_set)
+    return _broadcast_work(_checks.tensor(tensor, "broadcast").clone(), root_rank, name, process_set)
 
 
 def broadcast_async_(
     tensor: torch.Tensor, root_rank: int, name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
     """Start a broadcast into `tensor` itself."""
-    t = _contiguous(_cpu(tensor, "broadcast_"), "broadcast_")
+    t = _checks.contiguous(_checks.tensor(tensor, "broadcast_"), "broadcast_")
     return _broadcast_work(t, root_rank, name, process_set, result=tensor)
 
 
@@ -628,6 +692,7 @@ def alltoall_async(
 ) -> int:
     """Start an alltoall; synchronize() returns (output, received_splits)."""
     t = _gather_input(tensor, "alltoall")
+    _ps.id_of(process_set, "alltoall")
     n = process_set.size()
     mine = _splits(splits, n)
     rows = int(t.shape[0])
@@ -692,13 +757,13 @@ def _reducescatter_work(
     name: str | None,
     single: bool,
 ) -> int:
-    if op == Adasum:  # a RuntimeError, as Horovod raises it
-        raise NotImplementedError(f"{what}: Adasum is not supported (op must be Sum or Average)")
+    op = _checks.op(None, op, what)  # Adasum: NotImplementedError, a RuntimeError as Horovod raises
     if op not in (Sum, Average):
         raise ValueError(f"{what}: op must be Sum or Average")
+    _ps.id_of(ps, what)
     ins = []
     for t in tensors:
-        t = _cpu(t, what).contiguous()
+        t = _checks.tensor(t, what).contiguous()
         if t.dim() == 0:
             raise ValueError(f"{what}: needs at least one dimension (got a scalar)")
         ins.append(t)
@@ -813,4 +878,5 @@ def join(device: int = -1) -> int:
     still divided by size()); an allgather, broadcast, alltoall or
     reducescatter while some rank has joined fails on the others.
     """
-    return int(synchronize(_submit(Work(Request(JOIN[0], JOIN[1], "join")))))
+    device = _checks.integer(device, "join", "device")
+    return int(synchronize(_submit(Work(Request(JOIN[0], JOIN[1], "join"), join_device=device))))

@@ -34,7 +34,7 @@ from selector_backend.errors import ExternalError, InputError
 #: Version of the description's format; CMakeLists.txt refuses any other.
 FORMAT = 1
 #: build_config.json keys CMake fills in with what it found (empty in the description).
-FOUND_BY_BUILD = ("mpi_compiler", "mpiexec", "build_type")
+FOUND_BY_BUILD = ("mpi_compiler", "mpiexec", "build_type", "nccl_version")
 
 
 @dataclass(frozen=True)

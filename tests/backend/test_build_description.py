@@ -52,6 +52,7 @@ def config(variant: str, label: str, **axes_and_facts: str) -> dict[str, str]:
         "mpi_compiler": "",
         "mpiexec": "",
         "build_type": "",
+        "nccl_version": "",
     }
 
 

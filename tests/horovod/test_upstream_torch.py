@@ -2,7 +2,8 @@
 
 The suite is Horovod's and is not in this repository: set
 HVD_SELECTOR_HOROVOD_TEST_TORCH to test/parallel/test_torch.py inside a Horovod
-checkout to run it (about 10 minutes on 2 idle cores); skipped otherwise.
+checkout to run it at 1 and 2 ranks (about a minute on 2 idle cores); skipped
+otherwise.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from devtools import native_builds
 
 from . import upstream_torch
 
-HERE = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[2]
 
 ENV = "HVD_SELECTOR_HOROVOD_TEST_TORCH"
 # torch >= 2.9's Muon rejects 1-D parameters; these tests build every torch.optim
@@ -27,24 +28,31 @@ MUON = {"test_broadcast_state", "test_broadcast_state_options", "test_force_allr
 
 
 def test_bad_paths_exit_2(tmp_path: Path) -> None:
-    script = str(HERE / "upstream_torch.py")
-    missing = subprocess.run([sys.executable, script, str(tmp_path / "nope.py")], capture_output=True, text=True)
+    script = [sys.executable, "-m", "tests.horovod.upstream_torch"]
+    missing = subprocess.run([*script, str(tmp_path / "nope.py")], cwd=REPO, capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stdout.startswith("error: ") and "Traceback" not in missing.stderr
     lone = tmp_path / "test_torch.py"
     lone.write_text("")
-    alone = subprocess.run([sys.executable, script, str(lone)], capture_output=True, text=True)
+    alone = subprocess.run([*script, str(lone)], cwd=REPO, capture_output=True, text=True)
     assert alone.returncode == 2 and "utils/common.py is missing" in alone.stdout
+
+
+# At 1 rank the join test asserts join() returns a rank other than the first to join: one rank
+# cannot (join() returns the rank that joined last, 0, under Horovod too).
+ONE_RANK = {"test_horovod_join_allreduce": "may not be equal to first_join_rank"}
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get(ENV), reason=f"{ENV} does not name Horovod's test_torch.py")
-def test_horovod_suite() -> None:
+@pytest.mark.parametrize(("ranks", "least"), [(1, 68), (2, 102)])
+def test_horovod_suite(ranks: int, least: int) -> None:
     pytest.importorskip("torch")
     build = native_builds.build_variant("gloo-x86_64_v3", native_builds.GLOO)
-    results, proc = upstream_torch.run(Path(os.environ[ENV]), env=build.env())
-    assert len(results) == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results, proc = upstream_torch.run(Path(os.environ[ENV]), np_=ranks, env=build.env())
+    assert len(results) == ranks, proc.stdout[-3000:] + proc.stderr[-3000:]
     print(upstream_torch.summary(results))
+    known = {name: "Muon" for name in MUON} | (ONE_RANK if ranks == 1 else {})
     for res in results:
-        unexpected = {k: v for k, v in res.failed.items() if not (k in MUON and "Muon" in v)}
+        unexpected = {k: v for k, v in res.failed.items() if not (k in known and known[k] in v)}
         assert not unexpected, unexpected
-        assert len(res.passed) >= 100, len(res.passed)
+        assert len(res.passed) >= least, len(res.passed)

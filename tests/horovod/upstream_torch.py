@@ -1,6 +1,7 @@
 """Run Horovod's own test/parallel/test_torch.py against hvd_selector.torch.
 
-Usage: python tests/horovod/upstream_torch.py PATH/test/parallel/test_torch.py [--np 2] [--timeout S] [-- PYTEST_ARGS]
+Usage (from the repository root): python -m tests.horovod.upstream_torch PATH/test/parallel/test_torch.py
+[--np 2] [--timeout S] [--strays] [--busy N] [-- PYTEST_ARGS]; it builds (or reuses) the gloo variant.
 
 The file is Horovod's, fetched by you and never copied into this repository;
 it runs unchanged. ``import horovod.torch`` is answered by a two-line shim
@@ -13,11 +14,15 @@ and ``common.py`` comes from the same checkout's
 barriers and shuts down after every test, as under Horovod's Gloo runner).
 Prints each rank's passed/failed/skipped counts and every failure's first
 line; exit 0 when the suite ran (whatever its results), 2 on bad input.
+``--strays`` throws stray connections at every port the job listens on while
+it runs, ``--busy N`` spins N processes beside it (a loaded machine): the
+suite must pass the same set either way.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
@@ -26,6 +31,9 @@ import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from devtools import native_builds
+from devtools.stray_connections import BusyLoops, StrayConnections
 
 SHIM = 'import sys\nimport hvd_selector.torch as _m\nsys.modules["horovod.torch"] = _m\n'
 THREADS = (  # common.py imports Horovod's in_thread (used by its delay() helper only)
@@ -65,11 +73,17 @@ def read_junit(path: Path) -> RankResult:
     return result
 
 
-def stage(test_file: Path, work: Path) -> Path:
-    """Lay out parallel/test_torch.py, utils/common.py and the shim; returns the test's copy."""
+def common_of(test_file: Path) -> Path:
+    """The suite's test/utils/common.py beside it (FileNotFoundError when it is not there)."""
     common = test_file.resolve().parent.parent / "utils" / "common.py"
     if not common.is_file():
         raise FileNotFoundError(f"{common} is missing: pass test_torch.py inside Horovod's test/parallel/ directory")
+    return common
+
+
+def stage(test_file: Path, work: Path) -> Path:
+    """Lay out parallel/test_torch.py, utils/common.py and the shim; returns the test's copy."""
+    common = common_of(test_file)
     (work / "parallel").mkdir(parents=True)
     (work / "utils").mkdir()
     (work / "shim" / "horovod").mkdir(parents=True)
@@ -85,12 +99,28 @@ def stage(test_file: Path, work: Path) -> Path:
     return work / "parallel" / "test_torch.py"
 
 
+@dataclass
+class Launch:
+    """What the launcher said, and what the stray connections reached."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    stray_ports: int = 0
+    stray_connections: int = 0
+
+
 def run(
-    test_file: Path, np_: int = 2, timeout: float = 1200, pytest_args: list[str] | None = None, env: dict | None = None
-) -> tuple[list[RankResult], subprocess.CompletedProcess[str]]:
+    test_file: Path,
+    np_: int = 2,
+    timeout: float = 1200,
+    pytest_args: list[str] | None = None,
+    env: dict | None = None,
+    strays: bool = False,
+    busy: int = 0,
+) -> tuple[list[RankResult], Launch]:
     """Run the suite under ``hvd-selector run -np N``; returns each rank's results and the launcher's output."""
     env = dict(os.environ if env is None else env)
-    repo = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory(prefix="hvd-upstream-") as tmp:
         work = Path(tmp)
         copy = stage(test_file, work)
@@ -101,10 +131,22 @@ def run(
             f'--junitxml="{work}/rank$HVD_SELECTOR_RANK.xml" "{copy}" {extra}'
         )
         argv = [sys.executable, "-m", "selector_backend", "run", "-np", str(np_), "sh", "-c", command]
-        proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
-        env["PYTHONPATH"] = str(repo)
+        with contextlib.ExitStack() as load:
+            if busy:
+                load.enter_context(BusyLoops(busy))
+            proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            attack = load.enter_context(StrayConnections(proc.pid)) if strays else None
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            load.close()
+        launch = Launch(proc.returncode, out, err)
+        if attack is not None:
+            launch.stray_ports, launch.stray_connections = len(attack.ports), attack.connected
         results = [read_junit(work / f"rank{r}.xml") for r in range(np_) if (work / f"rank{r}.xml").exists()]
-    return results, proc
+    return results, launch
 
 
 def summary(results: list[RankResult]) -> str:
@@ -123,13 +165,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("test_file", type=Path, help="Horovod's test/parallel/test_torch.py")
     parser.add_argument("--np", type=int, default=2, dest="np_")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds for the whole run")
+    parser.add_argument("--strays", action="store_true", help="throw stray connections at the job's ports")
+    parser.add_argument("--busy", type=int, default=0, metavar="N", help="spin N processes beside the job")
     parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest (e.g. -k join)")
     args = parser.parse_args(argv)
     if not args.test_file.is_file():
         print(f"error: {args.test_file} is not a file; fetch Horovod and pass test/parallel/test_torch.py")
         return 2
     try:
-        results, proc = run(args.test_file, args.np_, args.timeout, args.pytest_args)
+        common_of(args.test_file)
+        build = native_builds.build_variant("gloo-x86_64_v3", native_builds.GLOO)
+        results, proc = run(
+            args.test_file, args.np_, args.timeout, args.pytest_args, build.env(), args.strays, args.busy
+        )
     except FileNotFoundError as exc:
         print(f"error: {exc}")
         return 2
@@ -138,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: only {len(results)} of {args.np_} ranks wrote results (launcher exit {proc.returncode})")
         return 4
     print(summary(results))
+    if args.strays:
+        print(f"stray connections: {proc.stray_connections} to {proc.stray_ports} port(s) of the job")
     return 0
 
 

@@ -5,6 +5,7 @@ tree without a built core. Building the variants is devtools.native_builds."""
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 import types
@@ -33,3 +34,11 @@ def source_module(name: str) -> types.ModuleType:
         stub.__path__ = [str(REPO / "hvd_selector")]
         sys.modules[package] = stub
     return importlib.import_module(f"{package}.{name}")
+
+
+def assert_checks_passed(out_dir: Path, rank: int, count: int) -> None:
+    """A worker's OUT_DIR/rank<rank>.json: `count` checks, each "" (passed) or its failure."""
+    results = json.loads((out_dir / f"rank{rank}.json").read_text())
+    assert len(results) == count, sorted(results)
+    failed = {name: text for name, text in results.items() if text}
+    assert not failed, f"rank {rank}: " + "\n".join(f"{k}:\n{v}" for k, v in failed.items())

@@ -5,18 +5,20 @@ script whose ranks must end with identical parameters."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from devtools.native_builds import REPO, Build, run_argv
 
-from .native_helpers import launch
+from .native_helpers import assert_checks_passed, launch
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
-CHECKS = 20  # the @check blocks in workers/torch_api.py
+LOSS = re.compile(r"epoch \d: mean loss (\d+\.\d+) over 2 ranks")
+CHECKS = 24  # the @check blocks in workers/torch_api.py
 
 
 @pytest.mark.parametrize("which", ["gloo", "mpich"])
@@ -25,10 +27,7 @@ def test_every_function(which: str, request: pytest.FixtureRequest, tmp_path: Pa
     proc = launch(build, 2, "torch_api.py", str(tmp_path), cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for rank in range(2):
-        results = json.loads((tmp_path / f"rank{rank}.json").read_text())
-        assert len(results) == CHECKS, sorted(results)
-        failed = {name: text for name, text in results.items() if text}
-        assert not failed, f"rank {rank}: " + "\n".join(f"{k}:\n{v}" for k, v in failed.items())
+        assert_checks_passed(tmp_path, rank, CHECKS)
         if which == "gloo":  # the timeout and shutdown checks after a re-init (MPI initialises once)
             assert json.loads((tmp_path / f"tail{rank}.json").read_text()) == {}
 
@@ -48,4 +47,7 @@ def test_example_ranks_end_identical(gloo_build: Build, tmp_path: Path) -> None:
         assert torch.equal(params[0][name], params[1][name]), name
     first = torch.load(tmp_path / "initial.rank1.pt", weights_only=True)
     assert any(not torch.equal(first[n], params[1][n]) for n in first), "training changed nothing"
-    assert "mean loss" in proc.stdout
+    printed = [float(x) for x in LOSS.findall(proc.stdout)]
+    assert len(printed) == 2 and printed[1] < printed[0] / 4, f"the example does not learn: {printed}"
+    shown = [float(x) for x in LOSS.findall((REPO / "docs" / "guide" / "pytorch.md").read_text())]
+    assert shown == pytest.approx(printed, abs=0.01), f"docs/guide/pytorch.md shows {shown}, it prints {printed}"

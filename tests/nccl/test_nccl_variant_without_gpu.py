@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,8 @@ import hvd_selector as hvd
 from hvd_selector import _api
 info = hvd.build_info()
 hvd.init()
-out = {"variant": info["variant"], "gpu_operations": info["gpu_operations"],
+import hvd_selector.torch as ht
+out = {"variant": info["variant"], "gpu_operations": info["gpu_operations"], "nccl_built": ht.nccl_built(),
        "reason": _api._core.gpu_unavailable_reason(),
        "allreduce": hvd.allreduce(np.arange(6, dtype=np.float32), op=hvd.Sum).tolist(),
        "size": hvd.size()}
@@ -71,8 +73,9 @@ def nccl_variant(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ):
         proc = subprocess.run(cmd, capture_output=True, text=True)
         assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    for py in (ROOT / "hvd_selector").glob("*.py"):
-        shutil.copy2(py, prefix / "hvd_selector" / py.name)
+    for py in (ROOT / "hvd_selector").rglob("*.py"):
+        (prefix / py.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(py, prefix / py.relative_to(ROOT))
     wheel = hvd_nccl_build.nccl_wheel_dir()
     assert wheel is not None
     (prefix / "nvidia").symlink_to(wheel.parent, target_is_directory=True)
@@ -98,6 +101,11 @@ def test_imports_serves_cpu_tensors_and_says_why_no_gpu(nccl_variant: Path) -> N
     assert out["variant"].startswith("target=x86_64_v3 cuda=13 cuda_arch=90 tensor_ops=nccl")
     assert out["size"] == 1
     assert out["allreduce"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    # Horovod's nccl_built(): the NCCL_VERSION_CODE compiled against (the wheel's nccl.h), recorded by the build
+    nccl = json.loads((nccl_variant / "hvd_selector" / "build_config.json").read_text())["nccl_version"]
+    major, minor, patch = map(int, nccl.split("."))
+    assert nccl == version("nvidia-nccl-cu13").split(".post")[0]
+    assert out["nccl_built"] == major * 10000 + minor * 100 + patch
     if ctypes.util.find_library("cuda") is None:  # no driver here: the plugin's reason reaches the user
         assert "no NVIDIA driver found (libcuda.so.1 could not be loaded)" in out["reason"]
         assert out["gpu_operations"].startswith("unavailable: ")

@@ -22,28 +22,14 @@ from pathlib import Path
 import numpy as np
 
 import hvd_selector as hvd
+from devtools.stray_connections import open_stray, tcp_ports
 
 out_dir = Path(sys.argv[1])
 
 
 def own_ports(states: tuple[str, ...]) -> list[int]:
-    """Local ports of this process's TCP sockets in `states` (0A: listening,
-    01: established), from its sockets' inodes in /proc/self/net/tcp{,6}."""
-    inodes = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            link = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    ports = []
-    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] in states and fields[9] in inodes:
-                ports.append(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
+    """Local ports of this process's TCP sockets in `states` (0A: listening, 01: established)."""
+    return sorted(tcp_ports([os.getpid()], states))
 
 
 strays: list[tuple[socket.socket, bytes]] = []  # and what each read while attacking
@@ -53,24 +39,9 @@ init_done = threading.Event()
 def knock(port: int) -> None:
     """One round of garbage, idle and replayed connections to `port`."""
     for kind in ("garbage", "idle", "replay"):
-        try:
-            s = socket.create_connection(("127.0.0.1", port), timeout=1)
-        except OSError:
-            continue
-        if s.getsockname() == s.getpeername():  # TCP self-connect to a port freed meanwhile: no rank there
-            s.close()
-            continue
-        echo = b""
-        try:
-            if kind == "garbage":
-                s.sendall(os.urandom(4096))
-            elif kind == "replay":
-                s.settimeout(0.2)
-                echo = s.recv(4096)
-                s.sendall(echo + echo + os.urandom(32))
-        except OSError:
-            pass
-        strays.append((s, echo))
+        stray = open_stray(port, kind, wait=0.2)
+        if stray is not None:
+            strays.append(stray)
 
 
 def attack_during_init() -> None:

@@ -249,6 +249,70 @@ def _():
     assert not hvd.remove_process_set(evens)
 
 
+@check("bad input raises at the call on that rank only, and the job goes on")
+def _():
+    t = torch.ones(3)
+    mistakes = [
+        (TypeError, lambda: hvd.allreduce(t, name=5)),
+        (TypeError, lambda: hvd.allreduce_async(t, name=b"x")),
+        (TypeError, lambda: hvd.allgather(t, name=3.0)),
+        (TypeError, lambda: hvd.grouped_allreduce([t], name=1)),
+        (TypeError, lambda: hvd.reducescatter(t, name=object())),
+        (TypeError, lambda: hvd.alltoall(torch.ones(size), name=7)),
+        (TypeError, lambda: hvd.broadcast(t, root_rank="0")),
+        (ValueError, lambda: hvd.broadcast(t, root_rank=size)),
+        (TypeError, lambda: hvd.allreduce(t, prescale_factor="2")),
+        (ValueError, lambda: hvd.allreduce(t, postscale_factor=float("nan"))),
+        (ValueError, lambda: hvd.allreduce(t, op=99)),
+        (TypeError, lambda: hvd.allreduce(t, op="sum")),
+        (TypeError, lambda: hvd.allreduce(t, process_set=[0])),
+        (TypeError, lambda: hvd.allreduce(torch.ones(2, dtype=torch.complex64))),
+        (TypeError, lambda: hvd.join(device="cuda")),
+        (NotImplementedError, lambda: hvd.allreduce(t, op=hvd.Adasum)),
+    ]
+    if rank == size - 1:  # only this rank makes the mistakes; the others go straight on
+        for kind, call in mistakes:
+            try:
+                call()
+            except kind as exc:
+                assert "\n" not in str(exc), f"not one line: {exc}"
+            else:
+                raise AssertionError(f"no {kind.__name__} from a call with bad input")
+    got = hvd.allreduce(torch.ones(2) * rank, op=hvd.Sum, name="after.bad.input")
+    same(got, torch.full((2,), float(sum(range(size)))))
+
+
+@check("a reused name is a duplicate until this process has waited since it completed")
+def _():
+    t = torch.ones(4)
+    first = hvd.allreduce_async(t, name="reused", op=hvd.Sum)
+    while not hvd.poll(first):  # completed on every rank, but this process has not waited yet
+        time.sleep(0.01)
+    try:
+        hvd.allreduce_async(t, name="reused", op=hvd.Sum)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a completed, unwaited name was reused without the duplicate name error")
+    hvd.barrier()  # a wait: the completed collective's name is free again
+    second = hvd.allreduce_async(t, name="reused", op=hvd.Sum)
+    same(hvd.synchronize(second), torch.full((4,), float(size)))
+    same(hvd.synchronize(first), torch.full((4,), float(size)))
+
+
+@check("a process set without members (a one-rank job's odd ranks)")
+def _():
+    empty = hvd.add_process_set([])
+    assert not empty.included() and empty.size() == 0 and empty.process_set_id is not None
+    try:
+        hvd.allreduce(torch.ones(1), process_set=empty)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a collective ran on a set without members")
+    assert hvd.remove_process_set(empty)
+
+
 @check("errors raise on every rank and name the op")
 def _():
     for name, call in (
@@ -256,6 +320,8 @@ def _():
         ("allreduce", lambda: hvd.allreduce(torch.ones(3, dtype=torch.float32 if rank else torch.float64))),
         ("broadcast", lambda: hvd.broadcast(torch.ones(2), root_rank=rank)),
         ("allgather", lambda: hvd.allgather(torch.ones(2, 1 + rank))),
+        # one rank's tensors on another kind of device (meta stands in for CUDA: the check is the same)
+        ("allreduce", lambda: hvd.allreduce(torch.ones(3, device="meta" if rank else "cpu"))),
     ):
         try:
             call()
@@ -264,6 +330,21 @@ def _():
         else:
             raise AssertionError(f"{name} mismatch did not raise")
     same(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(size)))  # still usable
+
+
+@check("a joined rank's zeros go to the others' kind of device (join's GPU, else the core's)")
+def _():
+    from hvd_selector.torch._engine import zeros_device
+
+    assert zeros_device("cpu", 3, 1, 4) == torch.device("cpu")
+    assert zeros_device("cuda", 2, 1, 4) == torch.device("cuda", 2)  # join(device=2)
+    assert zeros_device("cuda", -1, 5, 4) == torch.device("cuda", 1)  # local_rank 5 of 4 GPUs, as NCCL's
+    try:
+        zeros_device("cuda", -1, 0, 0)
+    except hvd.UnavailableError as exc:
+        assert "no" in str(exc) and "\n" not in str(exc)
+    else:
+        raise AssertionError("zeros on a GPU with none visible")
 
 
 @check("broadcast_object, allgather_object, broadcast_parameters, broadcast_optimizer_state")
@@ -394,8 +475,18 @@ def _():
     facts = hvd.build_info()
     assert hvd.gloo_built() == ("gloo" in facts["controllers"])
     assert hvd.mpi_built() == ("mpi" in facts["controllers"])
-    assert not hvd.nccl_built() and not hvd.cuda_built()
-    assert hvd.mpi_enabled() == (os.environ.get("HVD_SELECTOR_RENDEZVOUS") is None)
+    assert type(hvd.nccl_built()) is int and hvd.nccl_built() == 0  # Horovod: NCCL_VERSION_CODE or 0
+    assert not hvd.cuda_built() and not hvd.rocm_built() and not hvd.ddl_built() and not hvd.ccl_built()
+    assert hvd.mpi_enabled() == (os.environ.get("HVD_SELECTOR_RENDEZVOUS") is None) != hvd.gloo_enabled()
+    if hvd.mpi_enabled():
+        assert hvd.mpi_threads_supported() is False  # the core asks for MPI_THREAD_SERIALIZED
+    else:
+        try:
+            hvd.mpi_threads_supported()
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("mpi_threads_supported() without MPI did not raise Horovod's ValueError")
     assert 0 <= hvd.join() < size
 
 
@@ -433,7 +524,8 @@ if os.environ.get("HVD_SELECTOR_RENDEZVOUS"):  # gloo: a second init() works aft
         except hvd.PeerFailureError as exc:
             if "rank(s) 1 shut down" not in str(exc):
                 tail["bye"] = str(exc)
-    hvd.shutdown()
+    if rank != 0:
+        hvd.shutdown()  # rank 0's engine stopped on the PeerFailureError: init() alone starts it over
     os.environ["HVD_SELECTOR_TIMEOUT"] = "20"
     hvd.init()
     same(hvd.allreduce(torch.ones(1), op=hvd.Sum), torch.full((1,), float(size)))
