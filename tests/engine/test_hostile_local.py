@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -111,32 +112,41 @@ def _special(tmp_path: Path, kind: str) -> Path:
     return path
 
 
+#: Runs argv[2:] and writes its peak resident KiB to argv[1]. A child started straight from the test
+#: process would not do: Python starts it with vfork, and until its exec the child's peak is this
+#: process's (hundreds of MiB once torch is loaded), so the child must come from a small process.
+PEAK_OF = (
+    "import os, subprocess, sys\n"
+    "proc = subprocess.Popen(sys.argv[2:])\n"
+    "_, status, usage = os.wait4(proc.pid, 0)\n"
+    "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
 def measured(tmp_path: Path, args: list[str], env: dict[str, str]) -> tuple[CliResult, float, float]:
-    """Run the CLI; (result, seconds, peak resident MiB from the child's own rusage). A run that does
+    """Run the CLI; (result, seconds, peak resident MiB of the CLI's own process). A run that does
     not end within 30 s is a hang: killed, and the test fails."""
-    out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
+    out_path, err_path, peak_path = tmp_path / "stdout", tmp_path / "stderr", tmp_path / "peak-kib"
     start = time.monotonic()
     with out_path.open("w") as out, err_path.open("w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "selector_backend", *args],
+            [sys.executable, "-c", PEAK_OF, str(peak_path), sys.executable, "-m", "selector_backend", *args],
             cwd=ROOT,
             env=clean_env(tmp_path, env),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
+            start_new_session=True,
         )
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)  # reaped here, so its rusage is its own
-        if pid:
-            break
-        if time.monotonic() - start > 30:
-            proc.kill()
-            os.wait4(proc.pid, 0)
-            raise AssertionError(f"hvd-selector {' '.join(args)} with {env} hung")
-        time.sleep(0.01)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise AssertionError(f"hvd-selector {' '.join(args)} with {env} hung") from None
     done = subprocess.CompletedProcess(args, proc.returncode, out_path.read_text(), err_path.read_text())
-    return CliResult(done), time.monotonic() - start, usage.ru_maxrss / 1024
+    return CliResult(done), time.monotonic() - start, int(peak_path.read_text()) / 1024
 
 
 @pytest.mark.parametrize("kind", sorted(SPECIAL))

@@ -2,8 +2,8 @@
 
 The stranger (devtools/stray_connections.py) runs in this test process,
 never sees the job secret and knocks on every port the launcher and the
-ranks listen on - the rendezvous store all along, the data listeners during
-each init() and process-set registration - with garbage, idle sockets,
+ranks listen on - the rendezvous store all along, a data listener when it
+catches one open during an init() - with garbage, idle sockets,
 replays and bare connects. The job (workers/torch_strays.py) must get every
 result right through its init/shutdown cycles (issue 25: stray connections
 must never desync a job)."""
@@ -36,5 +36,7 @@ def test_stray_connections_do_not_disturb_a_running_job(gloo_build: Build, tmp_p
     assert job.returncode == 0, out[-3000:] + err[-3000:]
     for rank in range(2):
         assert (tmp_path / f"outcome{rank}.txt").read_text() == f"ok {CYCLES}"
-    # the store and at least one data listener of each init() were reached
-    assert len(strays.ports) >= 2 and strays.connected >= 20, (strays.ports, strays.connected)
+    # The store was reached all along. A rank's data listener lives only while its init() connects
+    # the mesh (milliseconds for 2 ranks on one host), so this stranger seldom finds one; strays at
+    # that moment are test_dataplane.py's test_stray_connections_during_init_and_collectives.
+    assert strays.ports and strays.connected >= 20, (strays.ports, strays.connected)
