@@ -137,7 +137,11 @@ def open_stray(port: int, kind: str, wait: float) -> tuple[socket.socket, bytes]
         s = socket.create_connection(("127.0.0.1", port), timeout=1)
     except OSError:
         return None
-    if s.getsockname() == s.getpeername():  # a TCP self-connect to a port freed meanwhile
+    try:
+        self_connect = s.getsockname() == s.getpeername()  # a TCP self-connect to a port freed meanwhile
+    except OSError:  # the listener already reset it (ENOTCONN)
+        self_connect = True
+    if self_connect:
         s.close()
         return None
     echo = b""
