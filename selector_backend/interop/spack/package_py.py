@@ -206,8 +206,12 @@ def _value_text(value: Any) -> str:
 
 
 def sdists_path(catalog: Catalog, repo: Path | None = None) -> Path:
-    root = repo if repo is not None else catalog.path.parent.parent / "spack"
-    return root / "sdists.toml"
+    """The sdists.toml beside the package repository ``repo``; where ``repo`` has none (a
+    site's own repository), the project's spack/sdists.toml, so its published versions stay."""
+    project = catalog.path.parent.parent / "spack" / "sdists.toml"
+    if repo is not None and (repo / "sdists.toml").is_file():
+        return repo / "sdists.toml"
+    return project
 
 
 def load_sdists(path: Path) -> dict[str, str]:
