@@ -324,6 +324,22 @@ def test_cli_package_check_and_write(tmp_path, capsys):
     assert "drifted from the catalog" in capsys.readouterr().err
 
 
+def test_cli_package_takes_the_sdists_beside_the_repo_it_writes(tmp_path, capsys, catalog):
+    """A release's repository lists its sdist in REPO/sdists.toml: --write --repo REPO makes it a
+    checksummed version (the command once read only the project's spack/sdists.toml)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    sha = "ab" * 32
+    (repo / "sdists.toml").write_text(f'[sdists]\n"{catalog.version}" = "{sha}"\n')
+    assert main(["spack", "package", "--write", "--repo", str(repo)]) == 0
+    written = repo / "packages" / "py-hvd-selector" / "package.py"
+    assert f'version("{catalog.version}", sha256="{sha}")' in written.read_text()
+    assert main(["spack", "package", "--check", "--repo", str(repo)]) == 0
+    (repo / "sdists.toml").write_text("[sdists]\n")  # withdrawn: the written file is stale now
+    assert main(["spack", "package", "--check", "--repo", str(repo)]) == 3
+    assert "versions" in capsys.readouterr().err
+
+
 def test_old_spack_without_blackwell_archs_gets_no_directive_naming_them(monkeypatch, catalog):
     """Spack 0.23's CudaPackage has no cuda_arch=100: naming it in a directive is an error there."""
     stub = _Recorder()

@@ -116,7 +116,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     action = package.add_mutually_exclusive_group()
     action.add_argument("--write", action="store_true", help="regenerate the file from the catalog")
     action.add_argument("--check", action="store_true", help="exit 3 if the file drifted from the catalog")
-    package.add_argument("--repo", type=Path, default=None, help="Spack repository folder (default: spack/)")
+    package.add_argument(
+        "--repo",
+        type=Path,
+        default=None,
+        help="Spack repository folder (default: spack/); its sdists.toml, where it has one, "
+        "lists the published sdists (else the project's spack/sdists.toml)",
+    )
     package.add_argument("--catalog", type=Path, metavar="FILE", help="variant catalog (default: the project's)")
 
 
@@ -232,19 +238,26 @@ def _package(args: argparse.Namespace) -> int:
     from selector_backend.engine.catalog import load_catalog, require_checkout
     from selector_backend.errors import MismatchError
     from selector_backend.files.atomic import write_output
-    from selector_backend.interop.spack.package_py import check_package, package_path, render_package
+    from selector_backend.interop.spack.package_py import (
+        check_package,
+        load_sdists,
+        package_path,
+        render_package,
+        sdists_path,
+    )
 
     if (args.check or args.write) and args.repo is None:
         require_checkout(f"spack package {'--check' if args.check else '--write'}", "--repo DIR")
     catalog = load_catalog(args.catalog)
     path = package_path(catalog, args.repo)
-    text = render_package(catalog)
+    sdists = load_sdists(sdists_path(catalog, args.repo))
+    text = render_package(catalog, sdists)
     if args.write:
         write_output(path, text, "package.py (--write)")
         print(f"wrote {path}")
         return 0
     if args.check:
-        problems = check_package(path, catalog)
+        problems = check_package(path, catalog, sdists)
         if problems:
             raise MismatchError(
                 f"{path} drifted from the catalog: {'; '.join(problems)}; run hvd-selector spack package --write"

@@ -39,10 +39,10 @@ HOMEPAGE = "https://github.com/hvd-selector/hvd-selector"
 NCCL_MIN = "2.19"
 NANOBIND_MIN = "2.2"  # FREE_THREADED
 
-#: The Spack releases the generated package.py is written for: language dependencies
-#: (depends_on("c")) and py-scikit-build-core 0.10 arrived in 0.23, the build-system base
-#: classes moved to the spack_repo.builtin repository in 1.0 (imported either way).
-SUPPORTED_SPACK = "0.23, 1.0 and later"
+#: The Spack releases the generated package.py is written for (installed with 1.1.0,
+#: docs/guide/spack.md): 1.0 moved the build-system base classes to the spack_repo.builtin
+#: repository (imported either way, so 0.23, with language dependencies, still loads it).
+SUPPORTED_SPACK = "1.0 and later"
 
 
 class Directive(NamedTuple):
@@ -206,8 +206,12 @@ def _value_text(value: Any) -> str:
 
 
 def sdists_path(catalog: Catalog, repo: Path | None = None) -> Path:
-    root = repo if repo is not None else catalog.path.parent.parent / "spack"
-    return root / "sdists.toml"
+    """The sdists.toml beside the package repository ``repo``; where ``repo`` has none (a
+    site's own repository), the project's spack/sdists.toml, so its published versions stay."""
+    project = catalog.path.parent.parent / "spack" / "sdists.toml"
+    if repo is not None and (repo / "sdists.toml").is_file():
+        return repo / "sdists.toml"
+    return project
 
 
 def load_sdists(path: Path) -> dict[str, str]:

@@ -3,7 +3,7 @@
 # GENERATED from variants/catalog.toml by `hvd-selector spack package --write`;
 # do not edit. tests/spack/test_spack_package_py.py fails when the two disagree.
 # ruff: noqa: F405
-# For Spack 0.23, 1.0 and later (docs/guide/spack.md).
+# For Spack 1.0 and later (docs/guide/spack.md).
 """Spack package for hvd-selector, the Horovod-style collective library."""
 
 from spack.package import *  # noqa: F403
