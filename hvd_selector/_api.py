@@ -66,7 +66,8 @@ def timeout() -> float:
 
 
 def _data_address(job: jobenv.JobEnv, client: StoreClient) -> str:
-    """The address this rank's Gloo pairs listen on: asked for, or the one that reaches the store."""
+    """The address this rank's data connections (the core's TCP mesh) listen on: asked for, or the one that
+    reaches the store."""
     if os.environ.get("HVD_SELECTOR_HOSTNAME", "").strip():
         return os.environ["HVD_SELECTOR_HOSTNAME"].strip()
     if os.environ.get("HVD_SELECTOR_IFACE", "").strip():
@@ -77,7 +78,7 @@ def _data_address(job: jobenv.JobEnv, client: StoreClient) -> str:
 
 
 def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float) -> None:
-    """Rendezvous through the store (rank 0 serves it when no launcher does), then connect Gloo."""
+    """Rendezvous through the store (rank 0 serves it when no launcher does), then connect the TCP mesh."""
     global _generation, _store_server, _job_builds, _rendezvous
     assert _facts is not None
     jobenv.require_address(job)
@@ -105,7 +106,7 @@ def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float) -> None:
             if "timed out" in str(exc):  # a missing rank: the same error as a missing peer later
                 raise CollectiveTimeoutError(str(exc)) from None
             raise
-        # The core's data connections prove the secret to each other (HMAC handshake) before Gloo uses them.
+        # The core's data connections prove the secret to each other (HMAC handshake) before any data crosses them.
         _core.init_gloo(
             job.rank, job.size, job.local_rank, job.local_size, client.set, client.get, address, wait, secret
         )

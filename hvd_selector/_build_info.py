@@ -8,15 +8,18 @@ from typing import Any
 from selector_backend.jobs.build_facts import BuildFacts
 
 
+def library_versions() -> dict[str, str]:
+    """The libraries the core reports at runtime, name -> version (``{"mpi": "MPICH Version: 4.0.2 ..."}``)."""
+    from . import _core
+
+    return dict(item.split("=", 1) for item in _core.library_versions().split(";") if "=" in item)
+
+
 def collect(facts: BuildFacts) -> dict[str, Any]:
     """Static facts from the build plus the libraries the core reports at runtime."""
     from . import _core
 
-    libraries: dict[str, str] = {}
-    for item in _core.library_versions().split(";"):
-        if "=" in item:
-            key, value = item.split("=", 1)
-            libraries[key] = value
+    libraries = library_versions()
     gpu_reason = _core.gpu_unavailable_reason() if facts.tensor_ops == "nccl" else "CPU-only build"
     return {
         "variant": facts.config.get("variant") or " ".join(f"{k}={','.join(v)}" for k, v in facts.axes.items()),

@@ -33,11 +33,12 @@ def split_job_message(job: jobenv.JobEnv, size: int, facts: BuildFacts, mpi: str
 def refuse_split_job(job: jobenv.JobEnv | None, facts: BuildFacts) -> None:
     """After MPI init: leave the job and raise JobEnvError when the environment names another size."""
     from . import _core
+    from ._build_info import library_versions
 
     size = int(_core.size())
     if job is None or job.size == size:
         return
-    versions = dict(item.split("=", 1) for item in _core.library_versions().split(";") if "=" in item)
+    versions = library_versions()
     _core.finalize()
     raise jobenv.JobEnvError(split_job_message(job, size, facts, " ".join(versions.get("mpi", "").split())))
 

@@ -169,9 +169,11 @@ def nccl_built() -> int:
     try:
         return nccl_version_code(version)
     except ValueError:
+        from .._guard import reinstall_command
+
         raise HorovodInternalError(
-            f"this NCCL build records no NCCL version in build_config.json ({version!r}); reinstall: "
-            "pip install --no-cache-dir --force-reinstall hvd-selector[gpu-nvidia]"
+            f"this NCCL build records no NCCL version in build_config.json ({version!r}); "
+            f"reinstall: {reinstall_command()}"
         ) from None
 
 

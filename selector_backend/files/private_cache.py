@@ -79,6 +79,16 @@ def active_cache_dir() -> Path | None:
     return _active
 
 
+def keyed_name(key: str, suffix: str) -> str:
+    """The file name of what is kept under ``key`` (a hex digest): its first 32 digits, then ``suffix``."""
+    return f"{key[:32]}{suffix}"
+
+
+def is_keyed_name(name: str, suffix: str) -> bool:
+    """A name ``keyed_name`` makes: 32 hex digits and ``suffix`` (pruning removes nothing else)."""
+    return len(name) == 32 + len(suffix) and name.endswith(suffix) and all(c in "0123456789abcdef" for c in name[:32])
+
+
 def trusted(info: os.stat_result) -> bool:
     """Owned by this user and writable by nobody else."""
     return info.st_uid == os.getuid() and not info.st_mode & 0o022

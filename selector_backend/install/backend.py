@@ -431,7 +431,7 @@ def build_wheel(
     name = None
     if plan.kind == "prebuilt":
         try:
-            name = _install_prebuilt(plan, catalog, Path(wheel_directory))
+            name = _install_prebuilt(plan, Path(wheel_directory))
         except ExternalError as exc:
             if plan.must_fail(exc):
                 raise
@@ -452,15 +452,17 @@ def _record_origin(wheel: Path, plan: Plan) -> None:
     add_origin(wheel, InstallOrigin(settings.index_url, settings.origins.get("index-url"), plan.kind, plan.reason))
 
 
-def _install_prebuilt(plan: Plan, catalog: Any, wheel_directory: Path) -> str:
-    """Verified cached wheel -> wheel_directory under the standard (label-free) name."""
+def _install_prebuilt(plan: Plan, wheel_directory: Path) -> str:
+    """Verified cached wheel -> wheel_directory under the standard (label-free) name.
+
+    ``_fetch_prebuilt`` has checked the wheel's variant records, on a cache hit as on a download.
+    """
     from selector_backend.engine.wheelname import standard_filename
-    from selector_backend.install.build import log, verify_wheel_variant
+    from selector_backend.install.build import log
     from selector_backend.install.fetch import copy_verified
 
     extra = plan.wheel
     cached = _fetch_prebuilt(plan)
-    verify_wheel_variant(cached, plan.variant, catalog)
     name = standard_filename(extra["filename"])
     os.chmod(copy_verified(cached, extra["sha256"], wheel_directory / name), 0o644)  # the cache's copy is 0600
     log(f"installed prebuilt variant {extra.get('label')} as {name} (sha256 {extra['sha256'][:16]}… verified)")

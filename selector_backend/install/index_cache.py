@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from selector_backend.engine.variant import Variant
-from selector_backend.files.private_cache import open_optional
+from selector_backend.files.private_cache import is_keyed_name, keyed_name, open_optional
 from selector_backend.install.index_groups import IndexGroup
 
 if TYPE_CHECKING:
@@ -67,13 +67,16 @@ def page_key(page_url: str, kind: str, catalog: Catalog, allowed_origins: Sequen
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
+SUFFIX = ".marshal"
+
+
 def _name(key: str) -> str:
-    return f"{key[:32]}.marshal"
+    return keyed_name(key, SUFFIX)
 
 
 def is_page(name: str) -> bool:
-    """A kept page's file name: 32 hex digits and ``.marshal`` (pruning removes nothing else)."""
-    return len(name) == 40 and name.endswith(".marshal") and all(c in "0123456789abcdef" for c in name[:32])
+    """A kept page's file name (pruning removes nothing else)."""
+    return is_keyed_name(name, SUFFIX)
 
 
 def load(cache_dir: Path, key: str, body: bytes) -> list[IndexGroup] | None:

@@ -21,7 +21,8 @@ from selector_backend.engine.reinstall import ORIGIN_FILE, InstallOrigin
 from selector_backend.errors import IntegrityError
 
 
-def _record_row(name: str, data: bytes) -> str:
+def record_row(name: str, data: bytes) -> str:
+    """A wheel RECORD row for the member ``name`` holding ``data`` (PEP 376: urlsafe base64 sha256, size)."""
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
     return f"{name},sha256={digest},{len(data)}"
 
@@ -49,7 +50,7 @@ def add_origin(wheel: Path, origin: InstallOrigin) -> None:
                     if info.filename == records[0]:
                         rows = [r for r in body.decode("utf-8").splitlines() if r and not r.startswith(name + ",")]
                         last = rows.pop() if rows and rows[-1].startswith(records[0] + ",") else None
-                        body = "\n".join([*rows, _record_row(name, data), *([last] if last else [])]).encode() + b"\n"
+                        body = "\n".join([*rows, record_row(name, data), *([last] if last else [])]).encode() + b"\n"
                         out.writestr(_member(name, info), data, compresslevel=1)
                     out.writestr(info, body, compresslevel=1)
             os.chmod(tmp, stat.S_IMODE(os.stat(wheel).st_mode))

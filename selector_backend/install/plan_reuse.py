@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from selector_backend.files.private_cache import CacheDir
+from selector_backend.files.private_cache import CacheDir, is_keyed_name, keyed_name
 
 MAX_AGE_S = 600.0
 #: Variables outside HVD_SELECTOR_* that change what detection finds.
@@ -94,13 +94,16 @@ def plan_key(
 DIRECTORY = "plans"
 
 
+SUFFIX = ".json"
+
+
 def _name(key: str) -> str:
-    return f"{key[:32]}.json"
+    return keyed_name(key, SUFFIX)
 
 
 def is_plan(name: str) -> bool:
-    """A plan's file name: 32 hex digits and ``.json`` (pruning removes nothing else)."""
-    return len(name) == 37 and name.endswith(".json") and all(c in "0123456789abcdef" for c in name[:32])
+    """A plan's file name (pruning removes nothing else)."""
+    return is_keyed_name(name, SUFFIX)
 
 
 def _plans(cache_dir: Path, create: bool) -> CacheDir | None:

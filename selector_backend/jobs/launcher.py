@@ -175,6 +175,12 @@ def _end_orphans(kill_at: float, received: list[int]) -> None:
         time.sleep(POLL_SECONDS)
 
 
+def _signal_group(pgid: int, signum: int) -> None:
+    """Send ``signum`` to the process group ``pgid`` (a rank's, or mpiexec's); one already gone is no error."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
 def _die_with_launcher() -> None:
     """Runs in a local rank between fork and exec: the kernel kills it if the launcher dies (even by SIGKILL)."""
     if _prctl is not None:
@@ -209,8 +215,7 @@ class _Rank:
         if self.ended or self.proc.poll() is None:
             return False
         self.ended = True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        _signal_group(self.proc.pid, signal.SIGKILL)
         return True
 
     def send(self, signum: int) -> None:
@@ -219,8 +224,7 @@ class _Rank:
             return
         self.sent = self.sent or signum
         if self.proc.stdin is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signum)
+            _signal_group(self.proc.pid, signum)
             return
         with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.write(f"{signum}\n".encode())
@@ -233,8 +237,7 @@ class _Rank:
         self.sent = self.sent or signal.SIGKILL
         self.killed = True
         if self.proc.stdin is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+            _signal_group(self.proc.pid, signal.SIGKILL)
         else:
             with contextlib.suppress(OSError, ValueError):
                 self.proc.stdin.close()
@@ -507,11 +510,9 @@ def launch_mpi(
                 signalled, kill_at = received[0], now + grace
                 proc.send_signal(signalled)  # mpiexec passes it to every rank
             elif kill_at is not None and (now >= kill_at or len(received) > 1):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+                _signal_group(proc.pid, signal.SIGKILL)
             time.sleep(POLL_SECONDS)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # what mpiexec left behind in its group
+        _signal_group(proc.pid, signal.SIGKILL)  # what mpiexec left behind in its group
         _end_orphans(kill_at if kill_at is not None else time.monotonic() + grace, received)
     if signalled is not None:
         name = signal.Signals(signalled).name

@@ -12,8 +12,6 @@ with. Its dependencies are the engine's pure-Python ones.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import zipfile
 from pathlib import Path
@@ -21,6 +19,7 @@ from pathlib import Path
 from selector_backend import PACKAGE_DIR
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import Catalog, default_catalog_path
+from selector_backend.install.origin_record import record_row
 
 MODULE = variant_json.PLUGIN_API.split(":")[0]
 ENGINE_DIR = "_engine"  # the copy of selector_backend, put first on sys.path by the provider module
@@ -83,10 +82,7 @@ def build_provider_wheel(outdir: Path, catalog: Catalog) -> Path:
     """Write the provider wheel into ``outdir`` (reproducibly: fixed member dates and order); return it."""
     files = provider_files(catalog)
     dist_info = next(name.split("/")[0] for name in files if name.endswith(".dist-info/METADATA"))
-    record = []
-    for name, data in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(data)}")
+    record = [record_row(name, data) for name, data in files.items()]
     files[f"{dist_info}/RECORD"] = ("\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n").encode()
     outdir.mkdir(parents=True, exist_ok=True)
     target = outdir / wheel_name(catalog)

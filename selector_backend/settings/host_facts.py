@@ -8,8 +8,8 @@ from selector_backend.engine.host import CpuInfo, HostProfile, LibraryInfo
 from selector_backend.settings.model import OPTIONS, Settings
 
 
-def _shown(attr: str, value: Any) -> str:
-    """A fact as the override note shows it (normalised: sm_80 shows as 8.0)."""
+def fact_text(attr: str, value: Any) -> str:
+    """A host fact as a user would write it, normalised (sm_80 shows as 8.0): the override notes' and ``config``'s."""
     if value is None or value == ():
         return "none"
     if attr == "gpus":
@@ -36,7 +36,7 @@ def apply_host_overrides(profile: HostProfile, settings: Settings) -> HostProfil
             libraries[option.attr] = value
         else:
             changes[option.attr] = value
-        notes.append(f"override: {option.name}={_shown(option.attr, value)} (from {settings.origins[option.name]})")
+        notes.append(f"override: {option.name}={fact_text(option.attr, value)} (from {settings.origins[option.name]})")
     if len(notes) == len(profile.notes):
         return profile
     return profile._replace(libraries=libraries, notes=tuple(notes), **changes)  # type: ignore[arg-type]

@@ -105,7 +105,7 @@ OTHER_ENV: dict[str, str] = {
     ENV_PREFIX + "LOCAL_SIZE": "set by hvd-selector run: ranks on this host",
     ENV_PREFIX + "RENDEZVOUS": "set by hvd-selector run: the rendezvous address",
     ENV_PREFIX + "SECRET": "set by hvd-selector run: the rendezvous authentication key",
-    ENV_PREFIX + "HOSTNAME": "runtime: the address this rank's Gloo pairs listen on (default: 127.0.0.1 when the "
+    ENV_PREFIX + "HOSTNAME": "runtime: the address this rank's data connections listen on (default: 127.0.0.1 when the "
     "rendezvous is on loopback, else the local address that reaches the rendezvous)",
     ENV_PREFIX + "HOST": "set by hvd-selector run: the host name (as given to -H) this rank runs on",
     ENV_PREFIX + "IFACE": "set by hvd-selector run --network-interface: the interface whose address a rank advertises",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from selector_backend.settings.host_facts import _shown
+from selector_backend.settings.host_facts import fact_text
 from selector_backend.settings.model import OPTIONS, Option, Settings
 
 
@@ -25,7 +25,7 @@ class Effective(NamedTuple):
 def value_text(option: Option, value: Any) -> str:
     """A knob's value as a user would write it."""
     if option.host_fact:
-        return _shown(option.attr, value)
+        return fact_text(option.attr, value)
     if value is None:
         return "unset"
     if isinstance(value, bool):

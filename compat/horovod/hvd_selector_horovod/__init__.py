@@ -22,12 +22,21 @@ as a PEP 440 local label (``0.28.1+hvdselector.0.1.0``): it compares as
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import types
-from collections.abc import Sequence
-from typing import Any
+
+# Every Python start in the environment runs this module (the .pth file), so it imports only what the
+# interpreter has loaded already: the finders and loaders follow the import system's protocols and
+# derive from importlib.abc's classes for type checkers alone (importing importlib.abc imports
+# importlib.resources, which would make every start in the environment 2-3x a bare interpreter's).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.abc import Loader, MetaPathFinder
+    from typing import Any
+else:
+    Loader = MetaPathFinder = object
 
 HOROVOD_API = "0.28.1"  # the last Horovod release, whose horovod.torch hvd_selector.torch follows
 TORCH_MODULES = ("mpi_ops", "compression", "functions", "optimizer", "sync_batch_norm")
@@ -48,7 +57,7 @@ def _attribute(name: str) -> Any:
     raise AttributeError(f"module 'horovod' (hvd-selector's Horovod layer) has no attribute {name!r}")
 
 
-class _TopLoader(importlib.abc.Loader):
+class _TopLoader(Loader):
     """Makes the ``horovod`` package: a version, a docstring, no code of its own."""
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
@@ -61,7 +70,7 @@ class _TopLoader(importlib.abc.Loader):
         pass
 
 
-class _AliasLoader(importlib.abc.Loader):
+class _AliasLoader(Loader):
     """``horovod.torch[.x]`` is hvd_selector.torch[.x] itself (one module object, one engine)."""
 
     def __init__(self, target: str) -> None:
@@ -81,7 +90,7 @@ def _ours() -> bool:
     return getattr(sys.modules.get("horovod"), "__hvd_selector__", False) is True
 
 
-class TopFinder(importlib.abc.MetaPathFinder):
+class TopFinder(MetaPathFinder):
     """Last on sys.meta_path: ``horovod`` when nothing else found one."""
 
     def find_spec(
@@ -92,7 +101,7 @@ class TopFinder(importlib.abc.MetaPathFinder):
         return importlib.machinery.ModuleSpec("horovod", _TopLoader(), is_package=True)
 
 
-class SubFinder(importlib.abc.MetaPathFinder):
+class SubFinder(MetaPathFinder):
     """First on sys.meta_path: ``horovod.*`` while ``horovod`` is this layer's."""
 
     def find_spec(

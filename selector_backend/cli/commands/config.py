@@ -9,8 +9,11 @@ from pathlib import Path
 from selector_backend.cli.commands._common import add_config_setting_argument
 
 NAME = "config"
-HELP = "show the effective settings and the source of each (-C, HVD_SELECTOR_*, config file, pyproject, default)"
-PRECEDENCE = "-C > HVD_SELECTOR_* > config file > [tool.hvd-selector] > default"
+HELP = (
+    "show the effective settings and the source of each "
+    "(-C, HVD_SELECTOR_*, config file, pyproject, install record, default)"
+)
+PRECEDENCE = "-C > HVD_SELECTOR_* > config file > [tool.hvd-selector] > install record > default"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

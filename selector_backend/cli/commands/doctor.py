@@ -56,7 +56,7 @@ def nccl_problems(installed: Any, host: Any) -> list[Any]:
     return pair_problems(installed, wheels, host.cuda_driver)
 
 
-def gpu_build_advice(selection: Any, catalog: Any, dist: Any) -> dict[str, Any] | None:
+def gpu_build_advice(selection: Any, dist: Any) -> dict[str, Any] | None:
     """For a CPU build on a host with NVIDIA GPUs: the GPU build that fits, what building it needs, the command."""
     from selector_backend.engine.reinstall import reinstall_command
     from selector_backend.engine.variant import format_variant
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
             fixes.append(extra_command(dist, sys.executable, problem.add_extra))
         if problem.uninstall:
             fixes.append(uninstall_command(dist, sys.executable, problem.uninstall))
-    gpu = gpu_build_advice(selection, catalog, dist) if runs and build["cuda"] == "none" else None
+    gpu = gpu_build_advice(selection, dist) if runs and build["cuda"] == "none" else None
     best = selection.require_source_build()
     index_recorded = dist is not None and dist.origin is not None and bool(dist.origin.index_urls)
     report: dict[str, Any] = {
