@@ -14,7 +14,10 @@ from selector_backend.jobs.build_facts import load_facts
 
 from . import _guard
 
-_FACTS = load_facts()
+try:
+    _FACTS = load_facts()
+except ImportError as exc:
+    raise ImportError(f"{exc}; reinstall it: {_guard.reinstall_command()}") from None
 _guard.check_cpu(_FACTS)
 
 from selector_backend.jobs.rendezvous import RendezvousError  # noqa: E402

@@ -277,9 +277,13 @@ def _gpu_guard(tensor: Any) -> None:
     if _gpu_checked or not _on_gpu(tensor):
         return
     reason = _core.gpu_unavailable_reason()
+    assert _facts is not None
+    if reason and "nccl" not in _facts.axis("tensor_ops"):
+        from ._guard import reinstall_command
+
+        reason += f"; install the GPU build: {reinstall_command(('selector=gpu-nvidia',))}"
     if reason:
         raise UnavailableError(f"GPU operations unavailable: {reason}")
-    assert _facts is not None
     cc = _core.gpu_compute_capability(-1)  # the device this rank's communicator uses
     from ._guard import check_gpu
 

@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from selector_backend.jobs.build_facts import BuildFacts
 
 
-def reinstall_command() -> str:
-    """The command that installs the build for this machine into this environment, as printed."""
+def reinstall_command(settings: tuple[str, ...] = ()) -> str:
+    """The command that installs the build for this machine into this environment, as printed
+    (``settings``: extra ``-C KEY=VALUE``s, e.g. ``selector=gpu-nvidia``)."""
     import sys
 
     from selector_backend.engine.reinstall import installed, reinstall_command
 
-    return reinstall_command(installed(), sys.executable)
+    return reinstall_command(installed(), sys.executable, settings)
 
 
 def _cpuid_features() -> frozenset[str]:

@@ -73,9 +73,7 @@ void load_locked() {
   if (g_tried) return;
   g_tried = true;
 #ifndef HVD_HAVE_NCCL
-  g_reason = "this build is CPU-only (" HVD_BUILD_STRING
-             "); install a GPU variant: "
-             "pip install --no-cache-dir --force-reinstall hvd-selector[gpu-nvidia]";
+  g_reason = "this build is CPU-only (" HVD_BUILD_STRING ")";  // hvd_selector adds the command that fits
   return;
 #else
   std::string path = core_directory() + "/libhvd_nccl.so";

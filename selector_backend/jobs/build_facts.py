@@ -51,9 +51,8 @@ def _load_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ImportError(
-            f"hvd_selector: {path.name} is missing from {path.parent}; this is not an installed build "
-            "(reinstall: pip install --no-cache-dir --force-reinstall hvd-selector)"
+        raise ImportError(  # hvd_selector adds the command that reinstalls it
+            f"hvd_selector: {path.name} is missing from {path.parent}; this is not an installed build"
         ) from None
     except ValueError as exc:
         raise ImportError(f"hvd_selector: {path} is not valid JSON ({exc}); reinstall hvd-selector") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -176,3 +177,16 @@ def test_uninitialised_use(gloo_build: Build, tmp_path: Path) -> None:
         "NotInitializedError hvd_selector has not been initialised; call hvd_selector.init() first",
         "NotInitializedError hvd_selector is not initialised: call hvd_selector.init() first",
     ]
+
+
+def test_a_checkout_without_a_build_says_so_and_how_to_install_one(tmp_path: Path) -> None:
+    """No variant.json next to the package (a source checkout): one ImportError with the fact and the
+    command, never a KeyError or a native loader error."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HVD_SELECTOR")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    proc = subprocess.run(
+        [sys.executable, "-c", "import hvd_selector"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and last.startswith("ImportError: hvd_selector: variant.json is missing from"), last
+    assert "this is not an installed build; reinstall it: " in last and " -m pip install --force-reinstall" in last

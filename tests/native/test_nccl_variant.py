@@ -77,3 +77,22 @@ def test_gpu_tensor_on_cpu_build_fails_clearly(gloo_build: Build, tmp_path: Path
     assert proc.stdout.startswith("UNAVAILABLE GPU operations unavailable: this build is CPU-only"), (
         proc.stdout + proc.stderr
     )
+
+
+def test_the_api_on_a_cpu_build_names_the_command_for_the_gpu_build(gloo_build: Build, tmp_path: Path) -> None:
+    """The core says what is true (a CPU-only build); the Python API adds the command that installs the
+    GPU build into this environment, as printed (the reinstall command of the import guard and doctor)."""
+    code = (
+        "import numpy as np\nfrom tests.native.workers.fake_cuda import DeviceArray\n"
+        "import hvd_selector as h\nh.init()\n"
+        "try:\n h.allreduce(DeviceArray(np.arange(4, dtype=np.float32)))\n"
+        "except h.UnavailableError as e:\n print('UNAVAILABLE', e)"
+    )
+    proc = python(gloo_build, code, cwd=tmp_path)
+    line = proc.stdout.strip()
+    assert line.startswith("UNAVAILABLE GPU operations unavailable: this build is CPU-only ("), (
+        proc.stdout + proc.stderr
+    )
+    command = line.split("; install the GPU build: ", 1)[1]
+    assert " -m pip install --force-reinstall --no-deps --no-cache-dir " in command, command
+    assert command.endswith("-C selector=gpu-nvidia hvd-selector"), command
