@@ -5,4 +5,14 @@ node whose CPU the installed build does not fit; the runtime package
 (``hvd_selector``) imports the same modules on each rank.
 """
 
-__all__ = ["build_facts", "hosts", "jobenv", "launcher", "output", "rank_settings", "remote_stub", "rendezvous"]
+__all__ = [
+    "build_facts",
+    "hosts",
+    "jobenv",
+    "launcher",
+    "limits",
+    "output",
+    "rank_settings",
+    "remote_stub",
+    "rendezvous",
+]

@@ -44,11 +44,10 @@ from typing import IO
 from selector_backend.jobs import output, rank_settings
 from selector_backend.jobs.build_facts import BuildFacts, load_facts
 from selector_backend.jobs.hosts import Slot, assign, check_num_proc
+from selector_backend.jobs.limits import GRACE_SECONDS, REPORT_SECONDS
 from selector_backend.jobs.rendezvous import StoreServer
 
 POLL_SECONDS = 0.05
-REPORT_SECONDS = 0.5  # after the first failure, before the others are signalled
-GRACE_SECONDS = 5.0  # after a signal, before SIGKILL (horovodrun waits 5 s too)
 REMOTE_MARGIN_SECONDS = 3.0  # after the grace: a remote stub's own SIGKILL has had time to report back
 DRAIN_SECONDS = 2.0  # after the last rank ended: its output still in the pipes
 FORWARD_PREFIXES = ("HVD_SELECTOR_", "HOROVOD_", "PYTHONPATH", "NCCL_", "OMP_NUM_THREADS")

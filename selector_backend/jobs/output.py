@@ -17,7 +17,8 @@ import threading
 from pathlib import Path
 from typing import IO
 
-CHUNK_BYTES = 64 << 10
+from selector_backend.jobs.limits import CHUNK_BYTES
+
 _PIECES = re.compile(rb"([^\r\n]*)([\r\n]?)")
 
 

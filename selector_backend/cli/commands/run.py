@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import argparse
 
+from selector_backend.jobs.limits import CHUNK_BYTES, GRACE_SECONDS, REPORT_SECONDS
+
 NAME = "run"
 HELP = "start N ranks of a script with the installed hvd_selector build (like horovodrun)"
-EPILOG = """\
+EPILOG = f"""\
 guarantees:
   A rank that fails (exits non-zero or is killed) ends the job: the launcher names the rank
-  and its host at once, gives the other ranks 0.5 s to report their own error, then sends them
-  SIGTERM, then SIGKILL after the grace period (--grace-period, default 5 s).
+  and its host at once, gives the other ranks {REPORT_SECONDS:g} s to report their own error, then sends them
+  SIGTERM, then SIGKILL after the grace period (--grace-period, default {GRACE_SECONDS:g} s).
   SIGTERM, SIGINT (Ctrl-C) and SIGHUP sent to the launcher go to every rank's process group,
   here and on the -H hosts; SIGKILL follows after the grace period, at once on a second
   signal. Each rank runs in a process group of its own, killed when the rank ends; local
   ranks also die with the launcher if it is killed. Nothing outlives the job.
-  Output is passed on as it comes (\\r progress bars included), at most 64 KiB per rank's
+  Output is passed on as it comes (\\r progress bars included), at most {CHUNK_BYTES >> 10} KiB per rank's
   stream at a time, and read to the end before the launcher exits; two ranks never share a
   line.
 
@@ -57,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="SECONDS",
         default=None,
-        help="seconds between passing a signal (or SIGTERM) to the ranks and SIGKILL (default 5)",
+        help=f"seconds between passing a signal (or SIGTERM) to the ranks and SIGKILL (default {GRACE_SECONDS:g})",
     )
     parser.add_argument(
         "--check", action="store_true", help="start the ranks, exchange builds, print the job's build mix; run nothing"
