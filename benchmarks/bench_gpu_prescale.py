@@ -13,6 +13,9 @@ At one rank NCCL's allreduce is itself at most one pass over the buffer (a
 copy out of place, nothing in place), so the ratios show what scaling costs
 on top of that; across ranks the folded prescale rides in NCCL's own pass,
 where a separate pass would add one read and one write of the whole buffer.
+Since NCCL 2.28.9's one-rank PreMulSum was seen to leave an element unscaled
+(native/nccl/plan.h), the plugin no longer folds at one rank: there the two
+prescaled rows run the same kernel pass, and the fold needs 2+ GPUs to time.
 
     python -m benchmarks.bench_gpu_prescale [--plugin LIB] [--gib 1] [--rounds 3]
 

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from .. import _core
+from . import _host_staging
 
 CYCLE_ENV = "HOROVOD_CYCLE_TIME"
 JOIN = (0, "join.noname")
@@ -100,7 +101,7 @@ def describe(tensors: Sequence[torch.Tensor]) -> tuple[tuple[str, ...], tuple[tu
     """dtypes, shapes and the device kind of a collective's tensors, as a Request carries them."""
     kinds = {t.device.type for t in tensors}
     if len(kinds) > 1:
-        raise ValueError(f"the tensors of one collective must all be on one kind of device, got {sorted(kinds)}")
+        raise RuntimeError(f"the tensors of one collective must all be on one kind of device, got {sorted(kinds)}")
     return (
         tuple(str(t.dtype).removeprefix("torch.") for t in tensors),
         tuple(tuple(int(x) for x in t.shape) for t in tensors),
@@ -536,11 +537,17 @@ class Engine:
                 outs += work.outs
         works = [w for _, w in group if w is not None]
 
-        def run() -> None:
+        def reduce(ins: list[torch.Tensor], outs: list[torch.Tensor]) -> None:
             if len(ins) == 1:
                 _core.allreduce(ins[0], outs[0], first.op, first.pre, first.post)
             elif ins:
                 _core.grouped_allreduce(ins, outs, first.op, first.pre, first.post)
+
+        def run() -> None:
+            if _host_staging.needed(first.set_id, ins):
+                _host_staging.run_on_host(reduce, ins, outs)
+            else:
+                reduce(ins, outs)
             for work in works:
                 work.result = work.finish(work.outs) if work.finish else work.outs
 

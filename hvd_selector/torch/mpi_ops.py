@@ -21,7 +21,7 @@ import torch
 
 from .. import _api
 from .._api import HorovodInternalError  # Horovod exports it from here too
-from . import _checks
+from . import _checks, _host_staging
 from . import process_sets as _ps
 from ._engine import JOIN, Engine, Request, Work, describe
 from .compression import Compression
@@ -542,20 +542,23 @@ def _gather_input(tensor: torch.Tensor, what: str) -> torch.Tensor:
     return t
 
 
-def _allgather(t: torch.Tensor, dims: list[int]) -> torch.Tensor:
+def _allgather(t: torch.Tensor, dims: list[int], on_host: bool) -> torch.Tensor:
     """Gather with every member's dim 0 as agreed in the negotiation (no second agreement round)."""
-    out = t.new_empty((sum(dims), *t.shape[1:]))
-    _api._core.allgather(t, out, dims)
-    return out
+    src = t.cpu() if on_host else t
+    out = src.new_empty((sum(dims), *t.shape[1:]))
+    _api._core.allgather(src, out, dims)
+    return out.to(t.device)
 
 
 def allgather_async(tensor: torch.Tensor, name: str | None = None, process_set: ProcessSet = global_process_set) -> int:
     t = _gather_input(tensor, "allgather")
+    request = _request("allgather", process_set, name, [t])
+    on_host = _host_staging.needed(request.set_id, [t])
 
     def run(peers: list[Request]) -> torch.Tensor:
-        return _allgather(t, [p.shapes[0][0] for p in peers])
+        return _allgather(t, [p.shapes[0][0] for p in peers], on_host)
 
-    return _submit(Work(_request("allgather", process_set, name, [t]), run=run))
+    return _submit(Work(request, run=run))
 
 
 def _narrow_for_rank(grad: torch.Tensor, dim: int, ps: ProcessSet) -> torch.Tensor:
@@ -585,11 +588,13 @@ def grouped_allgather_async(
     tensors: Sequence[torch.Tensor], name: str | None = None, process_set: ProcessSet = global_process_set
 ) -> int:
     ts = [_gather_input(t, "grouped_allgather") for t in tensors]
+    request = _request("allgather", process_set, name, ts)
+    on_host = _host_staging.needed(request.set_id, ts)
 
     def run(peers: list[Request]) -> list[torch.Tensor]:
-        return [_allgather(t, [p.shapes[i][0] for p in peers]) for i, t in enumerate(ts)]
+        return [_allgather(t, [p.shapes[i][0] for p in peers], on_host) for i, t in enumerate(ts)]
 
-    return _submit(Work(_request("allgather", process_set, name, ts), run=run))
+    return _submit(Work(request, run=run))
 
 
 class HorovodGroupedAllgather(torch.autograd.Function):
@@ -626,12 +631,17 @@ def _broadcast_work(
     t: torch.Tensor, root_rank: Any, name: str | None, ps: ProcessSet, result: torch.Tensor | None = None
 ) -> int:
     root, set_root = _set_root(root_rank, ps)
+    request = _request("broadcast", ps, name, [t], root=root)
+    on_host = _host_staging.needed(request.set_id, [t])
 
     def run(peers: list[Request]) -> torch.Tensor:
-        _api._core.broadcast(t, set_root)
+        if on_host:
+            _host_staging.run_on_host(lambda ins, outs: _api._core.broadcast(outs[0], set_root), [t], [t])
+        else:
+            _api._core.broadcast(t, set_root)
         return t if result is None else result
 
-    return _submit(Work(_request("broadcast", ps, name, [t], root=root), run=run))
+    return _submit(Work(request, run=run))
 
 
 def broadcast_async(
@@ -707,14 +717,19 @@ def alltoall_async(
     if min(mine) < 0 or sum(mine) != rows:
         raise ValueError(f"alltoall: splits {mine} must be non-negative and add up to dim 0 ({rows})")
     send = mine
+    # received splits come back where the splits were given (Horovod: splits.new()), else on the CPU
+    splits_device = splits.device if isinstance(splits, torch.Tensor) else torch.device("cpu")
+    request = _request("alltoall", process_set, name, [t])
+    on_host = _host_staging.needed(request.set_id, [t])
 
     def run(peers: list[Request]) -> tuple[torch.Tensor, torch.Tensor]:
-        recv = _api._core.alltoall_prepare(t, send)
-        out = t.new_empty((sum(recv), *t.shape[1:]))
-        _api._core.alltoall(t, send, out, recv)
-        return out, torch.tensor(recv, dtype=torch.int32)
+        src = t.cpu() if on_host else t
+        recv = _api._core.alltoall_prepare(src, send)
+        out = src.new_empty((sum(recv), *t.shape[1:]))
+        _api._core.alltoall(src, send, out, recv)
+        return out.to(t.device), torch.tensor(recv, dtype=torch.int32, device=splits_device)
 
-    return _submit(Work(_request("alltoall", process_set, name, [t]), run=run))
+    return _submit(Work(request, run=run))
 
 
 class HorovodAlltoall(torch.autograd.Function):

@@ -40,9 +40,9 @@ struct Scale<double> {
   __device__ static double apply(double v, double f) { return v * f; }
 };
 template <>
-struct Scale<__half> {
+struct Scale<__half> {  // Horovod's GPU rule: the factor rounded to float16, the product rounded once
   __device__ static __half apply(__half v, double f) {
-    return __float2half(__half2float(v) * static_cast<float>(f));
+    return __float2half(__half2float(v) * __half2float(__float2half(static_cast<float>(f))));
   }
 };
 template <>

@@ -33,9 +33,10 @@ enum class Convert {
 /* dst = src * factor (a plain copy when factor == 1) for every item, with as
  * few kernel launches as possible: the scaling passes, and fusion's pack and
  * unpack. `dtype` (an hvd_plugin_dtype) is the tensor's type, the one the
- * factor applies in: floating types scale in float32 (float64 for float64),
- * integers in float64 truncated toward zero, as a C cast does (the CPU
- * path's kernels_cpu.cpp); bool is never scaled. */
+ * factor applies in: float32/float64 in their own type, float16 by the factor
+ * rounded to float16 (Horovod's GPU kernels; plan.h says why), bfloat16 in
+ * float32, integers in float64 truncated toward zero, as a C cast does (the
+ * CPU path's kernels_cpu.cpp); bool is never scaled. */
 cudaError_t batched_copy(const CopyItem* items, size_t n, int dtype, Convert convert, double factor,
                          cudaStream_t stream);
 

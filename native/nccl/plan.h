@@ -6,7 +6,8 @@
  * (tests/nccl/standin/) executes the same Plan over host memory, and
  * tests/nccl/plan/ prints the Plan of every dtype x op.
  *
- * The answer for every dtype is the CPU path's (native/src/kernels_cpu.cpp):
+ * The answer for every dtype is the CPU path's (native/src/kernels_cpu.cpp),
+ * but for scaling float16, which follows Horovod's GPU kernels (below):
  *  - uint8, int8, int32, int64, float16, bfloat16, float32, float64: NCCL's
  *    own type (integers wrap around, as on the CPU).
  *  - int16: NCCL has no 16-bit integer. It travels as 32-bit integers (widened
@@ -16,10 +17,19 @@
  *    are the int16 min/max, so the result is exactly the CPU path's.
  *  - bool: one byte 0/1 as uint8; Sum/Average/Max are logical or (NCCL max),
  *    Min/Product logical and (NCCL min); scale factors do not apply.
- * A prescale of a Sum/Average on float32/float64 (and on float16/bfloat16
- * when the factor is exact in that type, so the product rounds once either
- * way) is folded into the reduction (ncclRedOpCreatePreMulSum) instead of a
- * separate pass over the data; every other scaling is a kernel pass.
+ * Scale factors: float32/float64 multiply by the factor in their own type;
+ * float16 by the factor rounded to float16 (as Horovod's GPU kernels do: its
+ * users' tests compare GPU results bit for bit; the CPU path, like Horovod's,
+ * multiplies float16 in float32); bfloat16 in float32, like the CPU path;
+ * integers in float64, truncated toward zero.
+ * A prescale of a Sum/Average is folded into the reduction
+ * (ncclRedOpCreatePreMulSum, which multiplies in the reduction's type) where
+ * that gives the same bits as the separate pass: always for float16, float32
+ * and float64, for bfloat16 when the factor is exact in bfloat16 (0.5, 2 ...);
+ * every other scaling is a kernel pass over the data. Never at one rank:
+ * there NCCL runs a one-rank kernel of its own, and with NCCL 2.28.9 on an
+ * H200 it left one element of a 4913-element float32 PreMulSum unscaled (in
+ * place) or unwritten (out of place), where the kernel pass was exact.
  */
 #ifndef HVD_NCCL_PLAN_H
 #define HVD_NCCL_PLAN_H
@@ -90,14 +100,15 @@ inline bool exactly_representable(double factor, int digits, int min_exp, int ma
 }
 
 // Whether a prescale can ride in an NCCL PreMulSum of `dtype` and give the
-// CPU path's result: the CPU multiplies in float32 (float64 for float64)
-// and rounds to the dtype once, which NCCL's multiply in the dtype matches
-// only when the factor itself is exact in the dtype.
+// separate pass's result. NCCL multiplies by the factor in the dtype; the
+// pass does too for float16/32/64, and for bfloat16 multiplies in float32
+// and rounds once, which NCCL's multiply matches only when the factor itself
+// is exact in bfloat16 (the product of two bfloat16 values is exact in float32).
 inline bool premul_exact(int dtype, double factor) {
   switch (dtype) {
+    case HVD_PLUGIN_FLOAT16:
     case HVD_PLUGIN_FLOAT32:
     case HVD_PLUGIN_FLOAT64: return std::isfinite(factor);
-    case HVD_PLUGIN_FLOAT16: return exactly_representable(factor, 11, -13, 16);
     case HVD_PLUGIN_BFLOAT16: return exactly_representable(factor, 8, -125, 128);
     default: return false;
   }
@@ -105,7 +116,8 @@ inline bool premul_exact(int dtype, double factor) {
 
 // The plan of a reduction of `dtype` with `op` over `size` ranks. `fold`:
 // the caller may fold the prescale into the reduction (NCCL >= 2.11 and no
-// copy pass that could scale for free, e.g. not tensor fusion's packing).
+// copy pass that could scale for free, e.g. not tensor fusion's packing);
+// it never folds at one rank (above).
 inline Plan plan_reduction(int dtype, int op, double prescale, double postscale, int size, bool fold) {
   Plan plan;
   Red red;
@@ -138,7 +150,7 @@ inline Plan plan_reduction(int dtype, int op, double prescale, double postscale,
   }
   plan.red = red;
   plan.post = op == HVD_PLUGIN_AVERAGE ? postscale / static_cast<double>(size) : postscale;
-  if (prescale != 1.0 && red == Red::Sum && fold && premul_exact(dtype, prescale)) {
+  if (prescale != 1.0 && red == Red::Sum && fold && size > 1 && premul_exact(dtype, prescale)) {
     plan.red = Red::PreMulSum;
     plan.premul = prescale;
   } else {

@@ -215,7 +215,8 @@ int reduction_op(const hvd_nccl::Plan& plan, ncclRedOp_t* op, bool* made) {
     *op = nccl_op(plan.red);
     return 0;
   }
-  // The scalar in the reduction's own type (exact there: plan.h checked).
+  // The scalar in the reduction's own type (float16: rounded there, as the
+  // kernel pass rounds it; bfloat16: exact there, plan.h checked).
   float f32 = static_cast<float>(plan.premul);
   double f64 = plan.premul;
   __half f16 = __float2half(f32);

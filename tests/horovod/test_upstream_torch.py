@@ -8,6 +8,7 @@ otherwise.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -35,6 +36,27 @@ def test_bad_paths_exit_2(tmp_path: Path) -> None:
     lone.write_text("")
     alone = subprocess.run([*script, str(lone)], cwd=REPO, capture_output=True, text=True)
     assert alone.returncode == 2 and "utils/common.py is missing" in alone.stdout
+
+
+def test_installed_build_asked_for_but_absent_exits_2(tmp_path: Path) -> None:
+    try:
+        importlib.metadata.distribution("hvd-selector")
+        pytest.skip("this Python has hvd-selector installed")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "common.py").write_text("")
+    (tmp_path / "parallel").mkdir()
+    suite = tmp_path / "parallel" / "test_torch.py"
+    suite.write_text("")
+    script = REPO / "tests" / "horovod" / "upstream_torch.py"  # run as a file, as ../shared/gpu-check does
+    proc = subprocess.run(
+        [sys.executable, str(script), str(suite), "--build", "installed", "--", "-k", "x"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "no hvd-selector installed" in proc.stdout, proc.stdout + proc.stderr
 
 
 # At 1 rank the join test asserts join() returns a rank other than the first to join: one rank

@@ -1,7 +1,10 @@
 """Run Horovod's own test/parallel/test_torch.py against hvd_selector.torch.
 
 Usage (from the repository root): python -m tests.horovod.upstream_torch PATH/test/parallel/test_torch.py
-[--np 2] [--timeout S] [--strays] [--busy N] [-- PYTEST_ARGS]; it builds (or reuses) the gloo variant.
+[--np 2] [--timeout S] [--build installed|checkout] [--strays] [--busy N] [-- PYTEST_ARGS].
+``--build installed`` tests the hvd-selector that pip installed into this Python (on a
+GPU host: the GPU build), ``checkout`` builds (or reuses) this checkout's gloo variant;
+the default is ``installed`` where this Python has hvd-selector installed, else ``checkout``.
 
 The file is Horovod's, fetched by you and never copied into this repository;
 it runs unchanged. ``import horovod.torch`` is answered by a two-line shim
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -31,6 +35,11 @@ import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+
+if not __package__:
+    # Run as a file (python3 tests/horovod/upstream_torch.py, as ../shared/gpu-check/run.sh does): import
+    # devtools from the checkout's root. sys.path, not PYTHONPATH, so the ranks still import the installed build.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # noqa: TID251
 
 from devtools import native_builds
 from devtools.stray_connections import BusyLoops, StrayConnections
@@ -42,9 +51,11 @@ THREADS = (  # common.py imports Horovod's in_thread (used by its delay() helper
     "    t.start()\n    return t\n"
 )
 MOCK = 'import sys\nimport unittest.mock\nsys.modules["mock"] = unittest.mock\n'  # PyPI's mock is its backport
+# the rank and size from whichever launcher `run` used: its own (gloo builds) or mpirun (MPI builds)
 RANK_ENV = (
-    'export HOROVOD_RANK="$HVD_SELECTOR_RANK" HOROVOD_SIZE="$HVD_SELECTOR_SIZE" '
-    'PMI_RANK="$HVD_SELECTOR_RANK" PMI_SIZE="$HVD_SELECTOR_SIZE"; '
+    'r="${HVD_SELECTOR_RANK:-${OMPI_COMM_WORLD_RANK:-$PMI_RANK}}"; '
+    'n="${HVD_SELECTOR_SIZE:-${OMPI_COMM_WORLD_SIZE:-$PMI_SIZE}}"; '
+    'export HOROVOD_RANK="$r" HOROVOD_SIZE="$n" PMI_RANK="$r" PMI_SIZE="$n"; '
 )
 
 
@@ -128,7 +139,7 @@ def run(
         extra = " ".join(f"'{a}'" for a in (pytest_args or []))
         command = (
             RANK_ENV + f'exec "{sys.executable}" -m pytest -q -p no:cacheprovider -o addopts="" '
-            f'--junitxml="{work}/rank$HVD_SELECTOR_RANK.xml" "{copy}" {extra}'
+            f'--junitxml="{work}/rank$HOROVOD_RANK.xml" "{copy}" {extra}'
         )
         argv = [sys.executable, "-m", "selector_backend", "run", "-np", str(np_), "sh", "-c", command]
         with contextlib.ExitStack() as load:
@@ -160,23 +171,51 @@ def summary(results: list[RankResult]) -> str:
     return "\n".join(lines)
 
 
+def installed_env() -> dict[str, str] | None:
+    """The environment for testing the hvd-selector installed in this Python; None where there is none."""
+    try:
+        dist = importlib.metadata.distribution("hvd-selector")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    print(f"testing the installed hvd-selector {dist.version} ({dist.locate_file('')})", flush=True)
+    env = dict(os.environ)
+    env.setdefault("HVD_SELECTOR_TIMEOUT", "20")
+    return env
+
+
+def checkout_env() -> dict[str, str]:
+    """The environment for testing this checkout's gloo variant (built here, or reused)."""
+    print("testing this checkout's gloo-x86_64_v3 build", flush=True)
+    return native_builds.build_variant("gloo-x86_64_v3", native_builds.GLOO).env()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("test_file", type=Path, help="Horovod's test/parallel/test_torch.py")
     parser.add_argument("--np", type=int, default=2, dest="np_")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds for the whole run")
+    parser.add_argument(
+        "--build",
+        choices=("installed", "checkout"),
+        help="the installed hvd-selector or this checkout's gloo build (default: installed where there is one)",
+    )
     parser.add_argument("--strays", action="store_true", help="throw stray connections at the job's ports")
     parser.add_argument("--busy", type=int, default=0, metavar="N", help="spin N processes beside the job")
-    parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest (e.g. -k join)")
-    args = parser.parse_args(argv)
+    # what follows "--" goes to pytest (e.g. -- -k join); split here, as argparse's handling of "--" varies
+    argv = sys.argv[1:] if argv is None else argv
+    pytest_args = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: len(argv) - len(pytest_args) - 1] if "--" in argv else argv)
     if not args.test_file.is_file():
         print(f"error: {args.test_file} is not a file; fetch Horovod and pass test/parallel/test_torch.py")
         return 2
     try:
         common_of(args.test_file)
-        build = native_builds.build_variant("gloo-x86_64_v3", native_builds.GLOO)
+        env = installed_env() if args.build != "checkout" else None
+        if env is None and args.build == "installed":
+            print("error: this Python has no hvd-selector installed: pip install it, or pass --build checkout")
+            return 2
         results, proc = run(
-            args.test_file, args.np_, args.timeout, args.pytest_args, build.env(), args.strays, args.busy
+            args.test_file, args.np_, args.timeout, pytest_args, env or checkout_env(), args.strays, args.busy
         )
     except FileNotFoundError as exc:
         print(f"error: {exc}")

@@ -18,7 +18,7 @@ pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
 LOSS = re.compile(r"epoch \d: mean loss (\d+\.\d+) over 2 ranks")
-CHECKS = 24  # the @check blocks in workers/torch_api.py
+CHECKS = 25  # the @check blocks in workers/torch_api.py
 
 
 @pytest.mark.parametrize("which", ["gloo", "mpich"])

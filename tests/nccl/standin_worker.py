@@ -58,8 +58,13 @@ def same(a: DeviceArray, b: DeviceArray) -> bool:
     return a.shape == b.shape and a.host.tobytes() == b.host.tobytes()
 
 
+def gpu_factor(dtype: str, factor: float) -> float:
+    """The factor the GPU path scales by: float16's rounded to float16 (Horovod's GPU rule, plan.h)."""
+    return float(np.float16(factor)) if dtype == "float16" else factor
+
+
 def reductions(rank: int) -> dict[str, Any]:
-    """Every dtype x op x scaling, out of place and in place, against the CPU path."""
+    """Every dtype x op x scaling, out of place and in place, against the CPU path (given the GPU's factors)."""
     bad, runs = [], 0
     for dtype in DTYPES:
         for name, op in OPS.items():
@@ -67,7 +72,7 @@ def reductions(rank: int) -> dict[str, Any]:
                 for in_place in (False, True):
                     host = values(dtype, 37, seed=runs * 10 + rank)
                     want = cpu(host, dtype)
-                    _core.allreduce(cpu(host, dtype), want, op, pre, post)
+                    _core.allreduce(cpu(host, dtype), want, op, gpu_factor(dtype, pre), gpu_factor(dtype, post))
                     x = gpu(host, dtype)
                     out = x if in_place else x.new_empty(x.shape)
                     _core.allreduce(x, out, op, pre, post)

@@ -249,6 +249,49 @@ def _():
     assert not hvd.remove_process_set(evens)
 
 
+@check("host staging of process-set collectives (the GPU build's path for CUDA tensors, here on CPU tensors)")
+def _():
+    from hvd_selector.torch import _host_staging
+
+    pair = hvd.add_process_set(list(range(size)))
+    real = _host_staging.needed
+    staged = []
+
+    def always(set_id, tensors):
+        staged.append(set_id)
+        return set_id != 0
+
+    _host_staging.needed = always
+    try:
+        x = value(rank, torch.float32)
+        want = sum(value(r, torch.float32) for r in range(size))
+        same(hvd.allreduce(x, op=hvd.Sum, process_set=pair), want)
+        y = x.clone()
+        assert hvd.allreduce_(y, op=hvd.Sum, process_set=pair) is y
+        same(y, want)
+        ys = [x.clone(), x.clone() * 2]
+        hvd.grouped_allreduce_(ys, op=hvd.Sum, process_set=pair)
+        same(ys[1], want * 2)
+        same(
+            hvd.allgather(torch.tensor([rank] * (rank + 1)), process_set=pair),
+            torch.repeat_interleave(torch.arange(size), torch.arange(size) + 1),
+        )
+        z = torch.tensor([rank, rank])
+        hvd.broadcast_(z, root_rank=size - 1, process_set=pair)
+        same(z, torch.tensor([size - 1, size - 1]))
+        out, received = hvd.alltoall(
+            torch.arange(size) + 10 * rank, splits=torch.ones(size, dtype=torch.int32), process_set=pair
+        )
+        same(out, torch.arange(size) * 10 + rank)
+        same(received, torch.ones(size, dtype=torch.int32))
+        # reducescatter rides the allreduce path: one row each
+        same(hvd.reducescatter(torch.ones(size, 2), op=hvd.Sum, process_set=pair), torch.full((1, 2), float(size)))
+    finally:
+        _host_staging.needed = real
+    assert staged and all(s == pair.process_set_id for s in staged), staged
+    assert hvd.remove_process_set(pair)
+
+
 @check("bad input raises at the call on that rank only, and the job goes on")
 def _():
     t = torch.ones(3)

@@ -214,8 +214,9 @@ hvd_op core_op(hvd_nccl::Red red) {
   }
 }
 
-// What NCCL does with a PreMulSum scalar: it holds it in the reduction's type.
-double premul_as_nccl_holds_it(hvd_nccl::Wire wire, double factor) {
+// A factor as the wire type holds it: what NCCL does with a PreMulSum
+// scalar, and what the float16 scaling kernel does with its factor.
+double held_in(hvd_nccl::Wire wire, double factor) {
   if (wire == hvd_nccl::Wire::Float64) return factor;
   if (wire == hvd_nccl::Wire::Float32) return static_cast<float>(factor);
   uint16_t one = wire == hvd_nccl::Wire::Float16 ? 0x3c00 : 0x3f80, held = 0;
@@ -241,12 +242,14 @@ void reduce_wire(const hvd_nccl::Plan& plan, void* out, const void* a, const voi
   for (size_t i = 0; i < n; ++i) o[i] = plan.red == hvd_nccl::Red::Prod ? x[i] * y[i] : x[i] + y[i];  // wraps
 }
 
-// A scaling pass (the CUDA kernels' part): dst = src * factor in `dtype`.
+// A scaling pass (the CUDA kernels' part): dst = src * factor in `dtype`,
+// float16 by the factor rounded to float16 (kernels.cu, Horovod's GPU rule).
 void scale(int dtype, void* dst, const void* src, size_t n, double factor) {
   if (factor == 1.0) {
     if (dst != src) std::memmove(dst, src, n * hvd_nccl::dtype_bytes(dtype));
     return;
   }
+  if (dtype == HVD_PLUGIN_FLOAT16) factor = held_in(hvd_nccl::Wire::Float16, factor);
   hvd::kernels::scale(static_cast<hvd_dtype>(dtype), dst, src, n, factor);
 }
 
@@ -271,7 +274,7 @@ int reduce(const char* what, const void* const* sends, void* const* recvs, const
   if (total * wire > kSlot) return fail(HVD_PLUGIN_ERR_INVALID, "stand-in: at most 4 MiB per collective");
   // This rank's contribution in the wire type: the pre pass, or the prescale NCCL's PreMulSum applies.
   double factor =
-      plan.red == hvd_nccl::Red::PreMulSum ? premul_as_nccl_holds_it(plan.wire, plan.premul) : plan.pre;
+      plan.red == hvd_nccl::Red::PreMulSum ? held_in(plan.wire, plan.premul) : plan.pre;
   unsigned char* mine = slot(g.rank);
   std::vector<int16_t> narrow;
   for (size_t i = 0, at = 0; i < n; at += counts[i] * wire, ++i) {
