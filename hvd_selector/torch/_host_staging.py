@@ -18,10 +18,11 @@ from .. import _api
 
 
 def needed(set_id: int, tensors: Sequence[torch.Tensor]) -> bool:
-    """Whether a collective of `tensors` on set `set_id` runs on host copies."""
+    """Whether a collective of `tensors` on set `set_id` runs on host copies (the global set: at once, no)."""
+    if set_id == 0:
+        return False
     facts = _api._facts
-    on_gpu = any(t.is_cuda for t in tensors)
-    return set_id != 0 and on_gpu and facts is not None and facts.tensor_ops == "nccl"
+    return facts is not None and facts.tensor_ops == "nccl" and any(t.is_cuda for t in tensors)
 
 
 def run_on_host(

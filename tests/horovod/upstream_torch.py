@@ -203,8 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--busy", type=int, default=0, metavar="N", help="spin N processes beside the job")
     # what follows "--" goes to pytest (e.g. -- -k join); split here, as argparse's handling of "--" varies
     argv = sys.argv[1:] if argv is None else argv
-    pytest_args = argv[argv.index("--") + 1 :] if "--" in argv else []
-    args = parser.parse_args(argv[: len(argv) - len(pytest_args) - 1] if "--" in argv else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    pytest_args = argv[cut + 1 :]
     if not args.test_file.is_file():
         print(f"error: {args.test_file} is not a file; fetch Horovod and pass test/parallel/test_torch.py")
         return 2
