@@ -50,6 +50,18 @@ class Backend {
   // (the default: HVD_ERR_UNAVAILABLE naming the transport).
   virtual std::unique_ptr<Backend> subset(int id, const std::vector<int>& ranks, const hvd_store* store,
                                           const std::string& hostname, double timeout_s);
+
+  // A communicator of `members` (ranks here, ascending) made over this
+  // one's own connections, without the store: called by every rank, it
+  // answers nullptr on a non-member, and everywhere when the transport
+  // cannot (the default; the hierarchy then falls back to the whole job).
+  virtual std::unique_ptr<Backend> split(const std::vector<int>& members) {
+    (void)members;
+    return nullptr;
+  }
+
+  // This rank's open data connections (-1: not counted by this transport).
+  virtual int connections() const { return -1; }
 };
 
 std::unique_ptr<Backend> make_gloo_backend(int rank, int size, int local_rank, int local_size,

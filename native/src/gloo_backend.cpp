@@ -12,17 +12,17 @@
 
 #include "backend.h"
 #include "common.h"
-#include "kernels_cpu.h"
+#include "tcp_algorithms.h"
+#include "tcp_auth.h"
 #include "tcp_exchange.h"
 #include "tcp_mesh.h"
 
 namespace hvd {
 namespace {
 
-// Below this a broadcast goes from the root to every rank at once; from here
-// on (and with more than 2 ranks) the root scatters one share per rank and
-// the ranks allgather them, so the root sends the buffer once, not size-1 times.
-constexpr size_t kScatterBroadcastBytes = 64 << 10;
+// Each rank's listener address in the records ranks allgather over the links
+// already up when they open more connections (tcp_mesh.h's Rendezvous).
+constexpr size_t kAddressBytes = 96;
 
 std::vector<size_t> offsets(const std::vector<size_t>& bytes) {
   std::vector<size_t> off(bytes.size() + 1, 0);
@@ -34,18 +34,36 @@ void copy_own(const void* from, void* to, size_t bytes) {
   if (bytes && from != to) std::memmove(to, from, bytes);
 }
 
+// Whether algorithm_peers already connects every pair of a `size`-rank job.
+bool complete(int size) {
+  for (int q = 0; q < size; ++q)
+    if (static_cast<int>(tcp::algorithm_peers(q, size).size()) != size - 1) return false;
+  return true;
+}
+
 class TcpBackend : public Backend {
  public:
+  // The world: connections to the algorithms' peers, through the store.
   TcpBackend(int rank, int size, int local_rank, int local_size, const hvd_store& store,
              const std::string& hostname, double timeout_s)
-      : rank_(rank), size_(size), local_rank_(local_rank), local_size_(local_size), timeout_s_(timeout_s) {
-    tcp::MeshOptions mesh;
-    mesh.rank = rank;
-    mesh.size = size;
-    mesh.hostname = hostname;
-    mesh.timeout_s = timeout_s;
-    links_ = std::make_unique<tcp::Exchange>(tcp::connect_mesh(mesh, store), rank);
-  }
+      : TcpBackend(
+            rank, size, local_rank, local_size, hostname, timeout_s,
+            std::string(static_cast<const char*>(store.key ? store.key : ""), store.key ? store.key_len : 0),
+            tcp::connect_mesh(options(rank, size, hostname, timeout_s), tcp::algorithm_peers(rank, size),
+                              store)) {}
+
+  TcpBackend(int rank, int size, int local_rank, int local_size, const std::string& hostname,
+             double timeout_s, std::string key, std::vector<int> fds)
+      : rank_(rank),
+        size_(size),
+        local_rank_(local_rank),
+        local_size_(local_size),
+        timeout_s_(timeout_s),
+        hostname_(hostname),
+        key_(std::move(key)),
+        links_(std::make_unique<tcp::Exchange>(std::move(fds), rank)),
+        algorithms_(*links_, timeout_s),
+        complete_(complete(size)) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -55,119 +73,124 @@ class TcpBackend : public Backend {
   std::string version() const override { return ""; }
 
   void allgather(const void* in, void* out, size_t bytes) override {
-    allgatherv(in, out, std::vector<size_t>(size_, bytes), "allgather");
+    algorithms_.allgatherv(in, out, std::vector<size_t>(size_, bytes), "allgather");
   }
 
-  // Reduce-scatter with one alltoallv (rank r receives everybody's share r),
-  // a local reduction in rank order with the target-compiled kernels, then an
-  // allgatherv of the reduced shares: two exchanges whatever the size, each
-  // rank sending and receiving 2(p-1)/p of the buffer, like a ring.
   void allreduce(const void* in, void* buf, size_t count, hvd_dtype dtype, hvd_op op) override {
-    if (count == 0) return;
-    const size_t esize = dtype_size(dtype);
-    const size_t p = static_cast<size_t>(size_);
-    std::vector<size_t> begin(p + 1);
-    for (size_t i = 0; i <= p; ++i) begin[i] = count * i / p;
-    const size_t mine = begin[rank_ + 1] - begin[rank_];
-    std::vector<size_t> send(p), recv(p, mine * esize), shares(p);
-    for (size_t i = 0; i < p; ++i) shares[i] = send[i] = (begin[i + 1] - begin[i]) * esize;
-    if (scratch_.size() < p * mine * esize) scratch_.resize(p * mine * esize);
-    unsigned char* s = scratch_.data();
-    alltoallv(in ? in : buf, send, s, recv, "allreduce");
-    for (size_t r = 1; r < p; ++r) kernels::reduce(dtype, op, s, s, s + r * mine * esize, mine);
-    allgatherv(s, buf, shares, "allreduce");
+    algorithms_.allreduce(in, buf, count, dtype, op);
   }
 
   void allgatherv(const void* in, void* out, const std::vector<size_t>& bytes) override {
-    allgatherv(in, out, bytes, "allgather");
+    algorithms_.allgatherv(in, out, bytes, "allgather");
   }
 
-  void broadcast(void* buf, size_t bytes, int root) override {
-    if (bytes == 0 || size_ == 1) return;
-    if (size_ == 2 || bytes < kScatterBroadcastBytes) {
-      std::vector<tcp::Transfer> t;
-      if (rank_ == root) {
-        for (int q = 0; q < size_; ++q)
-          if (q != rank_) t.push_back({q, true, buf, bytes});
-      } else {
-        t.push_back({root, false, nullptr, 0, true, buf, bytes});
-      }
-      links_->run(t, timeout_s_, "broadcast");
-      return;
-    }
-    std::vector<size_t> shares(size_);
-    for (int i = 0; i < size_; ++i) shares[i] = bytes * (i + 1) / size_ - bytes * i / size_;
-    auto off = offsets(shares);
-    auto* base = static_cast<unsigned char*>(buf);
-    std::vector<tcp::Transfer> t;
-    if (rank_ == root) {
-      for (int q = 0; q < size_; ++q)
-        if (q != rank_) t.push_back({q, true, base + off[q], shares[q]});
-    } else {
-      t.push_back({root, false, nullptr, 0, true, base + off[rank_], shares[rank_]});
-    }
-    links_->run(t, timeout_s_, "broadcast");
-    allgatherv(base + off[rank_], buf, shares, "broadcast");
-  }
+  void broadcast(void* buf, size_t bytes, int root) override { algorithms_.broadcast(buf, bytes, root); }
 
+  // Every pair at once over direct connections: the first alltoall opens
+  // those the other collectives never needed.
   void alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,
                  const std::vector<size_t>& recv_bytes) override {
-    alltoallv(in, send_bytes, out, recv_bytes, "alltoall");
-  }
-
-  void barrier() override {
+    auto soff = offsets(send_bytes), roff = offsets(recv_bytes);
+    const auto* src = static_cast<const unsigned char*>(in);
+    auto* dst = static_cast<unsigned char*>(out);
+    if (send_bytes[rank_] != recv_bytes[rank_])
+      throw Error(HVD_ERR_INVALID, "alltoall: this rank sends itself " + std::to_string(send_bytes[rank_]) +
+                                       " bytes but expects " + std::to_string(recv_bytes[rank_]));
+    connect_all();
+    copy_own(src + soff[rank_], dst + roff[rank_], send_bytes[rank_]);
     std::vector<tcp::Transfer> t;
     for (int q = 0; q < size_; ++q)
-      if (q != rank_) t.push_back({q, true, nullptr, 0, true, nullptr, 0});
-    links_->run(t, timeout_s_, "barrier");
+      if (q != rank_)
+        t.push_back({q, true, src + soff[q], send_bytes[q], true, dst + roff[q], recv_bytes[q]});
+    links_->run(t, timeout_s_, "alltoall");
   }
+
+  void barrier() override { algorithms_.barrier(); }
 
   // A fresh authenticated mesh of the members, rendezvoused through `store`
   // (the caller gives it a key prefix of its own; a fresh nonce with it).
   std::unique_ptr<Backend> subset(int, const std::vector<int>& ranks, const hvd_store* store,
                                   const std::string& hostname, double timeout_s) override {
     if (!store) throw Error(HVD_ERR_INVALID, "add_process_set: the gloo build needs the rendezvous store");
-    int mine = -1;
-    for (size_t i = 0; i < ranks.size(); ++i)
-      if (ranks[i] == rank_) mine = static_cast<int>(i);
+    int mine = index_of(ranks);
     if (mine < 0) throw Error(HVD_ERR_INVALID, "add_process_set: this rank is not a member");
     int n = static_cast<int>(ranks.size());
     return std::make_unique<TcpBackend>(mine, n, mine, n, *store, hostname, timeout_s);
   }
 
- private:
-  // Every rank sends its block to every other rank at once (bytes[r] from rank r).
-  void allgatherv(const void* in, void* out, const std::vector<size_t>& bytes, const char* what) {
-    auto off = offsets(bytes);
-    auto* base = static_cast<unsigned char*>(out);
-    copy_own(in, base + off[rank_], bytes[rank_]);
-    std::vector<tcp::Transfer> t;
-    for (int q = 0; q < size_; ++q)
-      if (q != rank_) t.push_back({q, true, base + off[rank_], bytes[rank_], true, base + off[q], bytes[q]});
-    links_->run(t, timeout_s_, what);
+  // The members' own connections (their algorithms' peers among them), met
+  // through this communicator's links: every rank takes part.
+  std::unique_ptr<Backend> split(const std::vector<int>& members) override {
+    const int mine = index_of(members), n = static_cast<int>(members.size());
+    std::vector<int> peers = mine >= 0 ? tcp::algorithm_peers(mine, n) : std::vector<int>();
+    auto fds = meet(mine, n, peers, [&](int i) { return members[i]; });
+    if (mine < 0) return nullptr;
+    return std::make_unique<TcpBackend>(mine, n, mine, n, hostname_, timeout_s_, key_, std::move(fds));
   }
 
-  void alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,
-                 const std::vector<size_t>& recv_bytes, const char* what) {
-    auto soff = offsets(send_bytes), roff = offsets(recv_bytes);
-    const auto* src = static_cast<const unsigned char*>(in);
-    auto* dst = static_cast<unsigned char*>(out);
-    if (send_bytes[rank_] != recv_bytes[rank_])
-      throw Error(HVD_ERR_INVALID, std::string(what) + ": this rank sends itself " +
-                                       std::to_string(send_bytes[rank_]) + " bytes but expects " +
-                                       std::to_string(recv_bytes[rank_]));
-    copy_own(src + soff[rank_], dst + roff[rank_], send_bytes[rank_]);
-    std::vector<tcp::Transfer> t;
+  int connections() const override { return links_->connections(); }
+
+ private:
+  static tcp::MeshOptions options(int rank, int size, const std::string& hostname, double timeout_s) {
+    tcp::MeshOptions mesh;
+    mesh.rank = rank;
+    mesh.size = size;
+    mesh.hostname = hostname;
+    mesh.timeout_s = timeout_s;
+    return mesh;
+  }
+
+  int index_of(const std::vector<int>& ranks) const {
+    for (size_t i = 0; i < ranks.size(); ++i)
+      if (ranks[i] == rank_) return static_cast<int>(i);
+    return -1;
+  }
+
+  // The connections alltoall needs and the algorithms did not open.
+  void connect_all() {
+    if (complete_) return;
+    std::vector<int> missing;
     for (int q = 0; q < size_; ++q)
-      if (q != rank_)
-        t.push_back({q, true, src + soff[q], send_bytes[q], true, dst + roff[q], recv_bytes[q]});
-    links_->run(t, timeout_s_, what);
+      if (q != rank_ && !links_->connected(q)) missing.push_back(q);
+    auto fds = meet(rank_, size_, missing, [](int i) { return i; });
+    for (int q : missing) links_->adopt(q, fds[q]);
+    complete_ = true;
+  }
+
+  // Opens connections among n of this communicator's ranks (`mine`: this
+  // rank's index among them, -1 when it is not one; `global(i)`: index i's
+  // rank here), to `peers`, with rank 0's fresh nonce and the listeners'
+  // addresses travelling over the links already up (both authenticated).
+  template <typename Global>
+  std::vector<int> meet(int mine, int n, const std::vector<int>& peers, Global global) {
+    tcp::Rendezvous rv;
+    rv.key = key_;
+    rv.nonce.assign(tcp::kNonceBytes, '\0');
+    if (rank_ == 0) tcp::random_bytes(&rv.nonce[0], rv.nonce.size());
+    algorithms_.broadcast(&rv.nonce[0], rv.nonce.size(), 0);
+    std::vector<char> records(kAddressBytes * size_, 0);
+    rv.publish = [&](const std::string& address) {
+      char record[kAddressBytes] = {0};
+      std::strncpy(record, address.c_str(), kAddressBytes - 1);
+      algorithms_.allgatherv(record, records.data(), std::vector<size_t>(size_, kAddressBytes), "init");
+    };
+    rv.address_of = [&](int i) {
+      const char* r = records.data() + kAddressBytes * global(i);
+      return std::string(r, strnlen(r, kAddressBytes));
+    };
+    if (mine < 0) {
+      rv.publish("");
+      return {};
+    }
+    return tcp::connect_peers(options(mine, n, hostname_, timeout_s_), peers, rv);
   }
 
   int rank_, size_, local_rank_, local_size_;
   double timeout_s_;
+  std::string hostname_, key_;
   std::unique_ptr<tcp::Exchange> links_;
-  std::vector<unsigned char> scratch_;
+  tcp::Algorithms algorithms_;
+  bool complete_;
 };
 
 }  // namespace

@@ -124,6 +124,18 @@ Exchange::Exchange(std::vector<int> fds, int rank)
     if (fd >= 0) ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+void Exchange::adopt(int peer, int fd) {
+  if (peer < 0 || peer >= size() || peer == rank_ || fds_[peer] >= 0)
+    throw Error(HVD_ERR_INTERNAL, "a second connection to rank " + std::to_string(peer));
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  fds_[peer] = fd;
+}
+
+int Exchange::connections() const {
+  return static_cast<int>(std::count_if(fds_.begin(), fds_.end(), [](int fd) { return fd >= 0; }));
+}
+
 Exchange::~Exchange() {
   for (int fd : fds_)
     if (fd >= 0) ::close(fd);
@@ -134,7 +146,7 @@ void Exchange::run(std::vector<Transfer>& transfers, double timeout_s, const cha
   std::vector<Progress> progress(transfers.size());
   for (size_t i = 0; i < transfers.size(); ++i) {
     Transfer& t = transfers[i];
-    if (t.peer < 0 || t.peer >= size() || t.peer == rank_)
+    if (t.peer < 0 || t.peer >= size() || t.peer == rank_ || fds_[t.peer] < 0)
       throw Error(HVD_ERR_INTERNAL, std::string(what) + ": no connection to rank " + std::to_string(t.peer));
     Progress& p = progress[i];
     p.t = &t;

@@ -37,7 +37,8 @@ struct Transfer {
 
 class Exchange {
  public:
-  // fds[q]: the proven connection to rank q (fds[rank] == -1), owned from now on.
+  // fds[q]: the proven connection to rank q, or -1 where there is none
+  // (fds[rank] == -1); owned from now on.
   Exchange(std::vector<int> fds, int rank);
   ~Exchange();
   Exchange(const Exchange&) = delete;
@@ -49,6 +50,12 @@ class Exchange {
   // fails at once with the same error (the streams' positions are lost).
   // `what` names the collective in messages.
   void run(std::vector<Transfer>& transfers, double timeout_s, const char* what);
+
+  // Takes a proven connection to `peer` (which had none) made later.
+  void adopt(int peer, int fd);
+  bool connected(int peer) const { return fds_[peer] >= 0; }
+  // Open connections (for build_info and the limits in the docs).
+  int connections() const;
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(fds_.size()); }

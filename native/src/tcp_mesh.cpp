@@ -152,8 +152,9 @@ uint32_t get_u32(const unsigned char* p) {
 // ------------------------------------------------------------------ listening side
 class Listener {
  public:
-  Listener(const MeshOptions& o, const std::string& key, const std::string& nonce)
-      : o_(o), key_(key), nonce_(nonce), peers_(o.size, -1) {
+  Listener(const MeshOptions& o, const std::vector<char>& wanted, const std::string& key,
+           const std::string& nonce)
+      : o_(o), key_(key), nonce_(nonce), peers_(o.size, -1), wanted_(wanted) {
     Endpoint ep = resolve(o.hostname, "0", true);
     fd_ = ::socket(ep.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd_ < 0) throw Error(HVD_ERR_INTERNAL, std::string("init: socket: ") + std::strerror(errno));
@@ -217,7 +218,7 @@ class Listener {
 
   int missing() const {
     int n = 0;
-    for (int q = o_.rank + 1; q < o_.size; ++q) n += peers_[q] < 0;
+    for (int q = o_.rank + 1; q < o_.size; ++q) n += wanted_[q] && peers_[q] < 0;
     return n;
   }
 
@@ -229,7 +230,7 @@ class Listener {
       if (now >= deadline) {
         std::string who;
         for (int q = o_.rank + 1; q < o_.size; ++q)
-          if (peers_[q] < 0) who += (who.empty() ? "" : ", ") + std::to_string(q);
+          if (wanted_[q] && peers_[q] < 0) who += (who.empty() ? "" : ", ") + std::to_string(q);
         error_ = "init: rank(s) " + who + " did not connect to rank " + std::to_string(o_.rank) +
                  "'s data listener and prove the job secret in time (" + std::to_string(refused_) +
                  " other connection(s) were refused); a rank may have died or be slow to start - raise "
@@ -339,7 +340,7 @@ class Listener {
     std::memcpy(p.client_challenge.data(), in + 8, kChallengeBytes);
     const unsigned char* mac = in + 8 + kChallengeBytes;
     bool expected = server == static_cast<uint32_t>(o_.rank) && client > server &&
-                    client < static_cast<uint32_t>(o_.size) && peers_[client] < 0;
+                    client < static_cast<uint32_t>(o_.size) && wanted_[client] && peers_[client] < 0;
     if (!expected) return drop(p);
     Mac want =
         client_proof(key_, nonce_, static_cast<int>(client), o_.rank, p.server_challenge, p.client_challenge);
@@ -362,6 +363,7 @@ class Listener {
   std::string address_;
   std::vector<Pending> pending_;
   std::vector<int> peers_;
+  std::vector<char> wanted_;
   std::string error_;
   size_t refused_ = 0;
 };
@@ -437,27 +439,13 @@ int connect_to(const MeshOptions& o, const std::string& key, const std::string& 
 
 }  // namespace
 
-std::vector<int> connect_mesh(const MeshOptions& o, const hvd_store& store) {
+std::vector<int> connect_peers(const MeshOptions& o, const std::vector<int>& peers, const Rendezvous& rv) {
   std::vector<int> fds(o.size, -1);
-  if (o.size <= 1) return fds;
-  const std::string key(static_cast<const char*>(store.key ? store.key : ""), store.key ? store.key_len : 0);
-  if (key.size() < kMinKeyBytes)
-    throw Error(HVD_ERR_INVALID,
-                "init: the data connections of a " + std::to_string(o.size) +
-                    "-rank job need the job secret (at least " + std::to_string(kMinKeyBytes) +
-                    " bytes) to authenticate peers; start the ranks with hvd-selector run or "
-                    "set HVD_SELECTOR_SECRET_FILE");
+  std::vector<char> wanted(o.size, 0);
+  for (int q : peers)
+    if (q >= 0 && q < o.size && q != o.rank) wanted[q] = 1;
+  const bool listens = std::any_of(wanted.begin() + o.rank + 1, wanted.end(), [](char w) { return w != 0; });
   const auto deadline = after(o.timeout_s);
-  std::string nonce;
-  if (o.rank == 0) {
-    nonce.resize(kNonceBytes);
-    random_bytes(&nonce[0], nonce.size());
-    store_set(store, "tcp/nonce", nonce);
-  } else {
-    nonce = store_get(store, "tcp/nonce", deadline);
-    if (nonce.size() != kNonceBytes) throw Error(HVD_ERR_INTERNAL, "init: the data-plane nonce is malformed");
-  }
-
   std::unique_ptr<Listener> listener;
   std::thread server;
   std::atomic<bool> stop{false};
@@ -467,14 +455,11 @@ std::vector<int> connect_mesh(const MeshOptions& o, const hvd_store& store) {
     for (int& fd : fds) close_fd(fd);
   };
   try {
-    if (o.rank < o.size - 1) {
-      listener = std::make_unique<Listener>(o, key, nonce);
-      store_set(store, "tcp/addr/" + std::to_string(o.rank), listener->address());
-      server = std::thread([&] { listener->run(deadline, stop); });
-    }
+    if (listens) listener = std::make_unique<Listener>(o, wanted, rv.key, rv.nonce);
+    rv.publish(listener ? listener->address() : std::string());
+    if (listener) server = std::thread([&] { listener->run(deadline, stop); });
     for (int s = 0; s < o.rank; ++s)
-      fds[s] =
-          connect_to(o, key, nonce, s, store_get(store, "tcp/addr/" + std::to_string(s), deadline), deadline);
+      if (wanted[s]) fds[s] = connect_to(o, rv.key, rv.nonce, s, rv.address_of(s), deadline);
   } catch (...) {
     cleanup();
     throw;
@@ -490,6 +475,33 @@ std::vector<int> connect_mesh(const MeshOptions& o, const hvd_store& store) {
     for (int q = o.rank + 1; q < o.size; ++q) fds[q] = got[q];
   }
   return fds;
+}
+
+std::vector<int> connect_mesh(const MeshOptions& o, const std::vector<int>& peers, const hvd_store& store) {
+  if (o.size <= 1) return std::vector<int>(o.size, -1);
+  Rendezvous rv;
+  rv.key.assign(static_cast<const char*>(store.key ? store.key : ""), store.key ? store.key_len : 0);
+  if (rv.key.size() < kMinKeyBytes)
+    throw Error(HVD_ERR_INVALID,
+                "init: the data connections of a " + std::to_string(o.size) +
+                    "-rank job need the job secret (at least " + std::to_string(kMinKeyBytes) +
+                    " bytes) to authenticate peers; start the ranks with hvd-selector run or "
+                    "set HVD_SELECTOR_SECRET_FILE");
+  const auto deadline = after(o.timeout_s);
+  if (o.rank == 0) {
+    rv.nonce.resize(kNonceBytes);
+    random_bytes(&rv.nonce[0], rv.nonce.size());
+    store_set(store, "tcp/nonce", rv.nonce);
+  } else {
+    rv.nonce = store_get(store, "tcp/nonce", deadline);
+    if (rv.nonce.size() != kNonceBytes)
+      throw Error(HVD_ERR_INTERNAL, "init: the data-plane nonce is malformed");
+  }
+  rv.publish = [&](const std::string& address) {
+    if (!address.empty()) store_set(store, "tcp/addr/" + std::to_string(o.rank), address);
+  };
+  rv.address_of = [&](int q) { return store_get(store, "tcp/addr/" + std::to_string(q), deadline); };
+  return connect_peers(o, peers, rv);
 }
 
 }  // namespace tcp

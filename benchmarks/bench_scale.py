@@ -1,0 +1,293 @@
+"""Collectives at 2..64 ranks: hvd-selector's gloo build beside Open MPI (and MPICH) in one run.
+
+For every rank count, size and mode one job per library runs allreduce,
+allgather and broadcast of float32 buffers, one after another:
+  * hvd-selector's gloo build under ``hvd-selector run -np N`` (its
+    ``init()`` time per rank is recorded too: the store-scale comparison with
+    torch.distributed joins it);
+  * Open MPI's mpi4py (``Allreduce``/``Allgather``/``Bcast``) under
+    ``mpirun --oversubscribe``;
+  * MPICH from its pip wheels (build/mpich-venv, as bench_allreduce makes
+    it) under its own mpiexec, in the ``shm`` mode only (``--mpich``).
+Modes: ``tcp`` (one host, network only: HVD_SELECTOR_SHM=0 against
+``--mca btl tcp,self``) and ``shm`` (one host, defaults: shared memory
+against Open MPI's vader). Each figure is the slowest rank's mean time per
+call; ratios are hvd-selector / peer (< 1: hvd-selector faster). Results go
+to benchmarks/results/scale.json (``--out`` to change). Not a test.
+
+    python -m benchmarks.bench_scale [--ranks 2,4,8,16,32,64]
+        [--sizes 4K,256K,4M,64M] [--modes tcp,shm]
+        [--collectives allreduce,allgather,broadcast] [--iters 20] [--mpich]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.bench_allreduce import REPO, RESULTS, _builder, _mpich_venv
+
+COLLECTIVES = ("allreduce", "allgather", "broadcast")
+UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """4K, 256K, 4M, 64M or a plain byte count."""
+    text = text.strip().upper().removesuffix("IB").removesuffix("B")
+    if text and text[-1] in UNITS:
+        return int(text[:-1]) * UNITS[text[-1]]
+    return int(text)
+
+
+def _iterations(nbytes: int, iters: int) -> int:
+    """Fewer calls for big buffers, so a 64 MiB point takes seconds, not minutes."""
+    return max(2, min(iters, iters * (1 << 20) // max(nbytes, 1)))
+
+
+def _measure(calls: dict[str, object], sizes: list[int], iters: int, barrier, slowest) -> list[dict]:
+    """Mean seconds per call of each collective and size, the slowest rank's."""
+    rows = []
+    for name, call in calls.items():
+        for nbytes in sizes:
+            n = _iterations(nbytes, iters)
+            call(nbytes)  # type: ignore[operator]  # warm-up: buffers, connections
+            barrier()
+            start = time.perf_counter()
+            for _ in range(n):
+                call(nbytes)  # type: ignore[operator]
+            rows.append({"collective": name, "bytes": nbytes, "seconds": slowest((time.perf_counter() - start) / n)})
+    return rows
+
+
+def hvd_worker(out: Path, sizes: list[int], collectives: list[str], iters: int) -> None:
+    import numpy as np
+
+    import hvd_selector as hvd
+    from hvd_selector._api import _core
+
+    start = time.perf_counter()
+    hvd.init()
+    init_s = time.perf_counter() - start
+    p = hvd.size()
+
+    def slowest(x: float) -> float:
+        return float(hvd.allreduce(np.array([x]), op=hvd.Max)[0])
+
+    bufs = {n: np.ones(n // 4, dtype=np.float32) for n in sizes}
+
+    def allreduce(n: int) -> None:
+        hvd.allreduce_(bufs[n], op=hvd.Sum)
+
+    def allgather(n: int) -> None:  # every rank gives n/p bytes: the output is n bytes, as MPI's below
+        hvd.allgather(bufs[n][: max(1, n // 4 // p)])
+
+    def broadcast(n: int) -> None:  # in place, as MPI's Bcast (hvd.broadcast copies first)
+        _core.broadcast(bufs[n], 0)
+
+    calls = {c: {"allreduce": allreduce, "allgather": allgather, "broadcast": broadcast}[c] for c in collectives}
+    rows = _measure(calls, sizes, iters, hvd.barrier, slowest)
+    init_max = slowest(init_s)
+    if hvd.rank() == 0:
+        info = hvd.build_info()
+        out.write_text(json.dumps({"init_s": init_max, "transport": info["transport"], "rows": rows}))
+    hvd.shutdown()
+
+
+def mpi_worker(out: Path, sizes: list[int], collectives: list[str], iters: int) -> None:
+    import numpy as np
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    p = comm.size
+    bufs = {n: np.ones(n // 4, dtype=np.float32) for n in sizes}
+    recv = {n: np.empty_like(bufs[n]) for n in sizes}
+    gathered = {n: np.empty(max(1, n // 4 // p) * p, dtype=np.float32) for n in sizes}
+
+    def allreduce(n: int) -> None:
+        comm.Allreduce(bufs[n], recv[n], op=MPI.SUM)
+
+    def allgather(n: int) -> None:
+        comm.Allgather(bufs[n][: max(1, n // 4 // p)], gathered[n])
+
+    def broadcast(n: int) -> None:
+        comm.Bcast(bufs[n], root=0)
+
+    calls = {c: {"allreduce": allreduce, "allgather": allgather, "broadcast": broadcast}[c] for c in collectives}
+    rows = _measure(calls, sizes, iters, comm.Barrier, lambda x: float(comm.allreduce(x, op=MPI.MAX)))
+    if comm.rank == 0:
+        out.write_text(json.dumps({"library": MPI.Get_library_version().splitlines()[0][:60], "rows": rows}))
+
+
+def _job(kind: str, mode: str, ranks: int, args: argparse.Namespace, build) -> dict | None:
+    """One job of `kind` (hvd, openmpi, mpich); its rank 0's JSON, or None when it failed."""
+    out = RESULTS / f".scale-{kind}-{mode}-{ranks}.json"
+    out.unlink(missing_ok=True)
+    tail = ["--worker", kind, "--out", str(out), "--sizes", ",".join(map(str, args.size_list))]
+    tail += ["--collectives", ",".join(args.collective_list), "--iters", str(args.iters)]
+    script = str(Path(__file__))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    if kind == "hvd":
+        cmd = _builder().run_argv(ranks, Path(script), *tail)
+        env = build.env(HVD_SELECTOR_TIMEOUT="300", OMP_NUM_THREADS="1")
+        if mode == "tcp":
+            env["HVD_SELECTOR_SHM"] = "0"
+    elif kind == "openmpi":
+        btl = ["--mca", "btl", "tcp,self"] if mode == "tcp" else []
+        cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(ranks), *btl]
+        cmd += [sys.executable, script, *tail]
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    else:
+        venv = _mpich_venv()
+        cmd = [str(venv / "bin" / "mpiexec"), "-n", str(ranks), str(venv / "bin" / "python"), script, *tail]
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=RESULTS, capture_output=True, text=True, timeout=args.job_timeout)
+    except subprocess.TimeoutExpired:
+        print(f"{kind} {mode} {ranks} ranks: timed out after {args.job_timeout} s", flush=True)
+        return None
+    if proc.returncode or not out.exists():
+        print(f"{kind} {mode} {ranks} ranks failed ({proc.returncode}): {proc.stderr[-600:]}", flush=True)
+        return None
+    data = json.loads(out.read_text())
+    out.unlink()
+    return data
+
+
+def run_matrix(args: argparse.Namespace) -> dict:
+    build = _builder().build_variant("gloo-x86_64_v3", _builder().GLOO)
+    peers = ["openmpi", *(["mpich"] if args.mpich else [])]
+    points: list[dict] = []
+    init: list[dict] = []
+    for mode in args.mode_list:
+        for ranks in args.rank_list:
+            jobs = {
+                kind: _job(kind, mode, ranks, args, build)
+                for kind in ["hvd", *peers]
+                if kind != "mpich" or mode == "shm"
+            }
+            hvd = jobs.pop("hvd")
+            if hvd is None:
+                continue
+            init.append({"mode": mode, "ranks": ranks, "init_s": hvd["init_s"], "transport": hvd["transport"]})
+            for row in hvd["rows"]:
+                point = {"mode": mode, "ranks": ranks, "collective": row["collective"], "bytes": row["bytes"]}
+                point["hvd_s"] = row["seconds"]
+                for kind, data in jobs.items():
+                    match = [
+                        r
+                        for r in (data or {}).get("rows", [])
+                        if r["collective"] == row["collective"] and r["bytes"] == row["bytes"]
+                    ]
+                    if match:
+                        point[f"{kind}_s"] = match[0]["seconds"]
+                        point[f"vs_{kind}"] = row["seconds"] / match[0]["seconds"]
+                points.append(point)
+                _print_point(point)
+    return {"points": points, "init": init}
+
+
+def _print_point(p: dict) -> None:
+    peer = f"openmpi {p['openmpi_s'] * 1e3:9.3f} ms ratio {p['vs_openmpi']:5.2f}" if "openmpi_s" in p else "openmpi -"
+    print(
+        f"{p['mode']:4s} {p['ranks']:3d} ranks {p['collective']:9s} {p['bytes']:>9d} B  "
+        f"hvd {p['hvd_s'] * 1e3:9.3f} ms  {peer}",
+        flush=True,
+    )
+
+
+def table(result: dict) -> str:
+    """Markdown: one row per point, ratios against each peer."""
+    lines = [
+        "| mode | ranks | collective | bytes | hvd-selector | Open MPI | ratio | MPICH | ratio |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for p in result["points"]:
+        cells = [p["mode"], str(p["ranks"]), p["collective"], str(p["bytes"]), f"{p['hvd_s'] * 1e3:.3f} ms"]
+        for kind in ("openmpi", "mpich"):
+            cells += [f"{p[kind + '_s'] * 1e3:.3f} ms", f"{p['vs_' + kind]:.2f}x"] if f"{kind}_s" in p else ["-", "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: Path) -> bool:
+    """Time per call against ranks, one panel per collective; False when matplotlib is missing."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(COLLECTIVES), figsize=(15, 4.5), squeeze=False)
+    for ax, coll in zip(axes[0], COLLECTIVES, strict=True):
+        pts = [p for p in result["points"] if p["collective"] == coll]
+        for mode in sorted({p["mode"] for p in pts}):
+            for nbytes in sorted({p["bytes"] for p in pts}):
+                sel = sorted((p for p in pts if p["mode"] == mode and p["bytes"] == nbytes), key=lambda p: p["ranks"])
+                x = [p["ranks"] for p in sel]
+                line = ax.plot(x, [p["hvd_s"] * 1e3 for p in sel], marker="o", label=f"hvd {mode} {nbytes >> 10} KiB")
+                peer = [p.get("openmpi_s", float("nan")) * 1e3 for p in sel]
+                ax.plot(
+                    x,
+                    peer,
+                    marker="x",
+                    linestyle="--",
+                    color=line[0].get_color(),
+                    label=f"Open MPI {mode} {nbytes >> 10} KiB",
+                )
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("ranks (one 2-core host)")
+        ax.set_ylabel("ms per call (slowest rank)")
+        ax.set_title(coll)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", default="2,4,8,16,32,64")
+    parser.add_argument("--sizes", default="4K,256K,4M,64M")
+    parser.add_argument("--modes", default="tcp,shm")
+    parser.add_argument("--collectives", default=",".join(COLLECTIVES))
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--mpich", action="store_true", help="MPICH (pip wheels) beside Open MPI in the shm mode")
+    parser.add_argument("--job-timeout", type=float, default=900)
+    parser.add_argument("--out", type=Path, default=RESULTS / "scale.json")
+    parser.add_argument("--worker")
+    parser.add_argument("--plot", action="store_true", help="also write <out>.png (matplotlib)")
+    args = parser.parse_args(argv)
+    args.size_list = [parse_size(s) for s in args.sizes.split(",")]
+    args.collective_list = [c for c in args.collectives.split(",") if c]
+    unknown = set(args.collective_list) - set(COLLECTIVES)
+    if unknown:
+        parser.error(f"unknown collective(s) {', '.join(sorted(unknown))}; choose from {', '.join(COLLECTIVES)}")
+    if args.worker:
+        worker = hvd_worker if args.worker == "hvd" else mpi_worker
+        worker(args.out, args.size_list, args.collective_list, args.iters)
+        return 0
+    args.rank_list = [int(r) for r in args.ranks.split(",")]
+    args.mode_list = [m for m in args.modes.split(",") if m]
+    if set(args.mode_list) - {"tcp", "shm"}:
+        parser.error("--modes takes tcp and shm")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()
+    result = run_matrix(args)
+    result["command"] = "python -m benchmarks.bench_scale " + " ".join(sys.argv[1:] if argv is None else argv)
+    result["machine"] = f"{os.cpu_count()} cores, load {load[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end"
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(table(result))
+    if args.plot and not plot(result, args.out.with_suffix(".png")):
+        print("matplotlib is not installed: no plot", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
