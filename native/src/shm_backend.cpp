@@ -167,6 +167,7 @@ class ShmBackend : public Backend {
     const auto& local = groups_[group_of_[rank]];
     local_size_ = static_cast<int>(local.size());
     local_index_ = static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
+    if (groups_.size() > 1) connect_leaders();
     if (local_size_ == 1) {
       // Nothing to share on this host, but the same collectives as the others.
       inner_->allgather(&mine, all.data(), sizeof(Announce));
@@ -257,6 +258,10 @@ class ShmBackend : public Backend {
     return inner_->transport();
   }
 
+  int connections() const override {
+    return inner_->connections() + (leaders_ ? std::max(leaders_->connections(), 0) : 0);
+  }
+
   // Process sets travel over the network transport underneath.
   std::unique_ptr<Backend> subset(int id, const std::vector<int>& ranks, const hvd_store* store,
                                   const std::string& hostname, double timeout_s) override {
@@ -299,8 +304,11 @@ class ShmBackend : public Backend {
   }
 
   // Within the host: reduce-scatter + allgather over the segment. Across
-  // hosts: the leaders' partial sums travel over the wrapped backend and
-  // every rank adds them in host order (see the reduction order in the docs).
+  // hosts: the host leaders allreduce the host sums among themselves (the
+  // network transport's algorithm for that size and number of hosts) and
+  // broadcast the result through the segment; a transport that cannot make
+  // the leaders' communicator (MPI) allgathers the host sums and every rank
+  // adds them in host order (see the reduction order in the docs).
   void allreduce(const void* in, void* buf, size_t count, hvd_dtype dtype, hvd_op op) override {
     if (count == 0) return;
     const size_t esize = dtype_size(dtype);
@@ -311,6 +319,11 @@ class ShmBackend : public Backend {
     }
     if (groups_.size() == 1) return;
     const size_t bytes = count * esize;
+    if (hierarchical_) {
+      if (leaders_) leaders_->allreduce(nullptr, buf, count, dtype, op);
+      if (base_) local_broadcast(buf, bytes, 0);
+      return;
+    }
     std::vector<size_t> each(size(), 0);
     for (const auto& g : groups_) each[g[0]] = bytes;
     if (scratch_.size() < bytes * groups_.size()) scratch_.resize(bytes * groups_.size());
@@ -322,6 +335,19 @@ class ShmBackend : public Backend {
 
  private:
   bool single_host() const { return base_ != nullptr && groups_.size() == 1; }
+
+  // The host leaders' own communicator over the network transport (every
+  // rank takes part in making it); hierarchical_ when every leader has one.
+  void connect_leaders() {
+    std::vector<int> leaders;
+    for (const auto& g : groups_) leaders.push_back(g[0]);
+    leaders_ = inner_->split(leaders);
+    const int32_t mine = local_index_ != 0 || leaders_ != nullptr;
+    std::vector<int32_t> all(size());
+    inner_->allgather(&mine, all.data(), sizeof(mine));
+    hierarchical_ = std::all_of(all.begin(), all.end(), [](int32_t ok) { return ok != 0; });
+    if (!hierarchical_) leaders_.reset();
+  }
   Header* header() const { return reinterpret_cast<Header*>(base_); }
   // Local rank i's buffer of the current exchange (parity of exchange_).
   unsigned char* slot(int i) const {
@@ -539,6 +565,8 @@ class ShmBackend : public Backend {
   }
 
   std::unique_ptr<Backend> inner_;
+  std::unique_ptr<Backend> leaders_;  // host leaders only, across hosts
+  bool hierarchical_ = false;
   std::chrono::duration<double> timeout_;
   std::vector<int> group_of_;
   std::vector<std::vector<int>> groups_;
