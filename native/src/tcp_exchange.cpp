@@ -57,7 +57,7 @@ struct Progress {
 
 [[noreturn]] void lost(const char* what, int peer, const std::string& why) {
   throw Error(HVD_ERR_PEER, std::string(what) + ": lost connection to rank " + std::to_string(peer) +
-                                ", which probably died (" + why + ")");
+                                ", which probably died or gave up after losing a peer (" + why + ")");
 }
 
 // Sends until done (true) or the socket is full (false).
@@ -200,6 +200,12 @@ void Exchange::run(std::vector<Transfer>& transfers, double timeout_s, const cha
   } catch (const Error& exc) {
     failed_status_ = exc.status();
     failed_ = exc.what();
+    // The streams are lost: shut every connection down, so the peers waiting
+    // on this rank fail at once with PeerFailureError instead of waiting out
+    // the timeout (in a job that connects only the algorithms' peers, a
+    // death travels this way to the ranks not connected to the dead one).
+    for (int fd : fds_)
+      if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
     throw;
   }
   for (const Transfer& t : transfers) {

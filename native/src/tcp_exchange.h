@@ -46,8 +46,9 @@ class Exchange {
 
   // Runs every transfer to completion or throws Error: HVD_ERR_TIMEOUT after
   // timeout_s, HVD_ERR_PEER when a peer closed its connection, HVD_ERR_MISMATCH
-  // on a frame this rank did not expect. After an error every later exchange
-  // fails at once with the same error (the streams' positions are lost).
+  // on a frame this rank did not expect. After an error every connection is
+  // shut down (its peers fail too, at once) and every later exchange fails
+  // at once with the same error (the streams' positions are lost).
   // `what` names the collective in messages.
   void run(std::vector<Transfer>& transfers, double timeout_s, const char* what);
 

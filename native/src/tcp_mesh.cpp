@@ -1,11 +1,13 @@
 // The authenticated TCP mesh (protocol in tcp_mesh.h).
 #include "tcp_mesh.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -437,6 +439,38 @@ int connect_to(const MeshOptions& o, const std::string& key, const std::string& 
   }
 }
 
+// Descriptors this process has open now.
+size_t open_descriptors() {
+  size_t n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (const dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+    ::closedir(d);
+  }
+  return n;
+}
+
+// Makes room for `more` descriptors under RLIMIT_NOFILE (raising the soft
+// limit towards the hard one where needed) or fails with one line saying
+// what to raise, before any connection is tried.
+void reserve_descriptors(size_t more, const MeshOptions& o) {
+  constexpr size_t kSpare = 32;  // listener, pending handshakes, the rest of the process
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const size_t want = open_descriptors() + more + kSpare;
+  if (lim.rlim_cur != RLIM_INFINITY && want > lim.rlim_cur) {
+    rlimit raised = lim;
+    raised.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min<rlim_t>(want, lim.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &raised);
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+  }
+  if (lim.rlim_cur != RLIM_INFINITY && want > lim.rlim_cur)
+    throw Error(HVD_ERR_INVALID,
+                "rank " + std::to_string(o.rank) + " of " + std::to_string(o.size) + " needs " +
+                    std::to_string(more) + " more data connections but may open only " +
+                    std::to_string(lim.rlim_cur) + " files (ulimit -n; hard limit " +
+                    std::to_string(lim.rlim_max) + "); raise the open-files limit (ulimit -n) on every host");
+}
+
 }  // namespace
 
 std::vector<int> connect_peers(const MeshOptions& o, const std::vector<int>& peers, const Rendezvous& rv) {
@@ -445,6 +479,7 @@ std::vector<int> connect_peers(const MeshOptions& o, const std::vector<int>& pee
   for (int q : peers)
     if (q >= 0 && q < o.size && q != o.rank) wanted[q] = 1;
   const bool listens = std::any_of(wanted.begin() + o.rank + 1, wanted.end(), [](char w) { return w != 0; });
+  reserve_descriptors(static_cast<size_t>(std::count(wanted.begin(), wanted.end(), 1)), o);
   const auto deadline = after(o.timeout_s);
   std::unique_ptr<Listener> listener;
   std::thread server;

@@ -92,3 +92,39 @@ def check_ranks_agree(out_dir: Path, np_: int) -> None:
         assert not result["failures"], f"rank {r}: {result['failures']}"
         assert result["digests"] == ranks[0]["digests"], f"rank {r}'s bytes differ from rank 0's"
     assert ranks[0]["digests"]
+
+
+def _scale(build: Build, np_: int, scenario: str, tmp_path: Path, **env: str) -> list[dict]:
+    """workers/scale.py SCENARIO on np_ ranks; each rank's outcome (None where a rank wrote none)."""
+    proc = launch(build, np_, "scale.py", str(tmp_path), scenario, cwd=tmp_path, timeout=600, **env)
+    outcomes = []
+    for r in range(np_):
+        path = tmp_path / f"rank{r}.json"
+        outcomes.append(json.loads(path.read_text()) if path.exists() else None)
+    if scenario != "die":
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return outcomes
+
+
+@pytest.mark.slow
+def test_past_the_open_files_limit_alltoall_fails_in_one_line(gloo_build: Build, tmp_path: Path) -> None:
+    """alltoall's extra connections need descriptors: past the limit every rank says so, naming ulimit -n."""
+    for r, outcome in enumerate(_scale(gloo_build, 8, "fd_limit", tmp_path, HVD_SELECTOR_SHM="0")):
+        assert outcome and outcome["error"] == "ValueError", (r, outcome)
+        assert "more data connections but may open only" in outcome["message"], outcome
+        assert "ulimit -n" in outcome["message"] and "\n" not in outcome["message"]
+
+
+@pytest.mark.slow
+def test_a_death_at_64_ranks_ends_every_rank_with_peer_failure(gloo_build: Build, tmp_path: Path) -> None:
+    """Only a few ranks are connected to the dead one; the others learn it from their peers giving up
+    (they shut their connections down), well within the timeout, as PeerFailureError."""
+    outcomes = _scale(gloo_build, 64, "die", tmp_path, HVD_SELECTOR_SHM="0", HVD_SELECTOR_TIMEOUT="60")
+    victim = 64 // 2 + 1
+    assert outcomes[victim] is None
+    for r, outcome in enumerate(outcomes):
+        if r == victim:
+            continue
+        assert outcome is not None, f"rank {r} wrote no outcome"
+        assert outcome.get("error") == "PeerFailureError", (r, outcome)
+        assert outcome["seconds"] < 30, (r, outcome)
