@@ -10,13 +10,17 @@ allgather and broadcast of float32 buffers, one after another:
   * MPICH from its pip wheels (build/mpich-venv, as bench_allreduce makes
     it) under its own mpiexec, in the ``shm`` mode only (``--mpich``).
 Modes: ``tcp`` (one host, network only: HVD_SELECTOR_SHM=0 against
-``--mca btl tcp,self``) and ``shm`` (one host, defaults: shared memory
-against Open MPI's vader). Each figure is the slowest rank's mean time per
+``--mca btl tcp,self``), ``shm`` (one host, defaults: shared memory
+against Open MPI's vader) and ``hosts`` (``--hosts`` network-namespace hosts
+on a veth bridge, tests/multihost/netns.py, the ranks spread evenly and
+started over ssh: hvd-selector's hierarchy against Open MPI over tcp (its
+vader segfaults when its "nodes" are namespaces of one kernel); the
+launchers run in one more namespace). Each figure is the slowest rank's mean time per
 call; ratios are hvd-selector / peer (< 1: hvd-selector faster). Results go
 to benchmarks/results/scale.json (``--out`` to change). Not a test.
 
     python -m benchmarks.bench_scale [--ranks 2,4,8,16,32,64]
-        [--sizes 4K,256K,4M,64M] [--modes tcp,shm]
+        [--sizes 4K,256K,4M,64M] [--modes tcp,shm,hosts] [--hosts 4]
         [--collectives allreduce,allgather,broadcast] [--iters 20] [--mpich]
 """
 
@@ -44,6 +48,11 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
+def size_label(nbytes: int) -> str:
+    """4 KiB, 4 MiB (the inverse of parse_size for round sizes)."""
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
 def _iterations(nbytes: int, iters: int) -> int:
     """Fewer calls for big buffers, so a 64 MiB point takes seconds, not minutes."""
     return max(2, min(iters, iters * (1 << 20) // max(nbytes, 1)))
@@ -64,8 +73,11 @@ def _measure(calls: dict[str, object], sizes: list[int], iters: int, barrier, sl
     return rows
 
 
-def hvd_worker(out: Path, sizes: list[int], collectives: list[str], iters: int) -> None:
+def hvd_worker(out: Path, sizes: list[int], collectives: list[str], iters: int, namespaces: bool) -> None:
     import numpy as np
+
+    if namespaces:  # namespace hosts share one kernel: tell shared memory where the hosts end
+        os.environ["HVD_SELECTOR_HOST_ID"] = os.environ["HVD_SELECTOR_HOST"]
 
     import hvd_selector as hvd
     from hvd_selector._api import _core
@@ -94,7 +106,8 @@ def hvd_worker(out: Path, sizes: list[int], collectives: list[str], iters: int) 
     init_max = slowest(init_s)
     if hvd.rank() == 0:
         info = hvd.build_info()
-        out.write_text(json.dumps({"init_s": init_max, "transport": info["transport"], "rows": rows}))
+        transport = info["transport"].split(";")[0]  # without the per-pair list
+        out.write_text(json.dumps({"init_s": init_max, "transport": transport, "rows": rows}))
     hvd.shutdown()
 
 
@@ -123,7 +136,7 @@ def mpi_worker(out: Path, sizes: list[int], collectives: list[str], iters: int) 
         out.write_text(json.dumps({"library": MPI.Get_library_version().splitlines()[0][:60], "rows": rows}))
 
 
-def _job(kind: str, mode: str, ranks: int, args: argparse.Namespace, build) -> dict | None:
+def _job(kind: str, mode: str, ranks: int, args: argparse.Namespace, build, cluster=None) -> dict | None:
     """One job of `kind` (hvd, openmpi, mpich); its rank 0's JSON, or None when it failed."""
     out = RESULTS / f".scale-{kind}-{mode}-{ranks}.json"
     out.unlink(missing_ok=True)
@@ -131,11 +144,24 @@ def _job(kind: str, mode: str, ranks: int, args: argparse.Namespace, build) -> d
     tail += ["--collectives", ",".join(args.collective_list), "--iters", str(args.iters)]
     script = str(Path(__file__))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    slots = ",".join(f"{h.address}:{-(-ranks // args.hosts)}" for h in cluster.hosts[1:]) if cluster else ""
     if kind == "hvd":
         cmd = _builder().run_argv(ranks, Path(script), *tail)
         env = build.env(HVD_SELECTOR_TIMEOUT="300", OMP_NUM_THREADS="1")
         if mode == "tcp":
             env["HVD_SELECTOR_SHM"] = "0"
+        if cluster is not None:  # run -np N -H ... --ssh-config-file ... python script
+            ssh = ["-H", slots, "--ssh-config-file", str(cluster.ssh_config)]
+            cmd = cluster.hosts[0].exec_argv(*cmd[:6], *ssh, *cmd[6:])
+            cmd.append("--namespace-hosts")  # the launcher forwards argv, not this environment, over ssh
+    elif kind == "openmpi" and cluster is not None:
+        cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(ranks), "--host", slots]
+        cmd += ["--mca", "plm_rsh_agent", f"ssh -F {cluster.ssh_config}", "--mca", "btl_tcp_if_include", "eth0"]
+        # vader (shared memory) segfaults in Open MPI 4.1 when "nodes" are namespaces of one kernel: tcp only
+        cmd += ["--mca", "oob_tcp_if_include", "eth0", "--mca", "btl", "tcp,self"]
+        cmd += ["-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS"]
+        cmd = cluster.hosts[0].exec_argv(*cmd, sys.executable, script, *tail)
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     elif kind == "openmpi":
         btl = ["--mca", "btl", "tcp,self"] if mode == "tcp" else []
         cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(ranks), *btl]
@@ -159,35 +185,45 @@ def _job(kind: str, mode: str, ranks: int, args: argparse.Namespace, build) -> d
 
 def run_matrix(args: argparse.Namespace) -> dict:
     build = _builder().build_variant("gloo-x86_64_v3", _builder().GLOO)
-    peers = ["openmpi", *(["mpich"] if args.mpich else [])]
-    points: list[dict] = []
-    init: list[dict] = []
+    result: dict[str, list[dict]] = {"points": [], "init": []}
     for mode in args.mode_list:
-        for ranks in args.rank_list:
-            jobs = {
-                kind: _job(kind, mode, ranks, args, build)
-                for kind in ["hvd", *peers]
-                if kind != "mpich" or mode == "shm"
-            }
-            hvd = jobs.pop("hvd")
-            if hvd is None:
-                continue
-            init.append({"mode": mode, "ranks": ranks, "init_s": hvd["init_s"], "transport": hvd["transport"]})
-            for row in hvd["rows"]:
-                point = {"mode": mode, "ranks": ranks, "collective": row["collective"], "bytes": row["bytes"]}
-                point["hvd_s"] = row["seconds"]
-                for kind, data in jobs.items():
-                    match = [
-                        r
-                        for r in (data or {}).get("rows", [])
-                        if r["collective"] == row["collective"] and r["bytes"] == row["bytes"]
-                    ]
-                    if match:
-                        point[f"{kind}_s"] = match[0]["seconds"]
-                        point[f"vs_{kind}"] = row["seconds"] / match[0]["seconds"]
-                points.append(point)
-                _print_point(point)
-    return {"points": points, "init": init}
+        cluster = _cluster(args.hosts) if mode == "hosts" else None
+        try:
+            for ranks in args.rank_list:
+                _run_point(mode, ranks, args, build, cluster, result)
+        finally:
+            if cluster is not None:
+                cluster.close()
+    return result
+
+
+def _cluster(hosts: int):
+    """``hosts`` namespace hosts plus one for the launchers (tests/multihost/netns.py)."""
+    import tempfile
+
+    from tests.multihost import netns
+
+    return netns.create(hosts + 1, Path(tempfile.mkdtemp(prefix="bench-scale-")))
+
+
+def _run_point(mode: str, ranks: int, args: argparse.Namespace, build, cluster, result: dict) -> None:
+    """hvd-selector's job and its peers' at one rank count; their rows joined as ratios."""
+    kinds = ["hvd", "openmpi", *(["mpich"] if args.mpich and mode == "shm" else [])]
+    jobs = {kind: _job(kind, mode, ranks, args, build, cluster) for kind in kinds}
+    hvd = jobs.pop("hvd")
+    if hvd is None:
+        return
+    result["init"].append({"mode": mode, "ranks": ranks, "init_s": hvd["init_s"], "transport": hvd["transport"]})
+    for row in hvd["rows"]:
+        point = {"mode": mode, "ranks": ranks, "collective": row["collective"], "bytes": row["bytes"]}
+        point["hvd_s"] = row["seconds"]
+        for kind, data in jobs.items():
+            for r in (data or {}).get("rows", []):
+                if (r["collective"], r["bytes"]) == (row["collective"], row["bytes"]):
+                    point[f"{kind}_s"] = r["seconds"]
+                    point[f"vs_{kind}"] = row["seconds"] / r["seconds"]
+        result["points"].append(point)
+        _print_point(point)
 
 
 def _print_point(p: dict) -> None:
@@ -229,7 +265,7 @@ def plot(result: dict, path: Path) -> bool:
             for nbytes in sorted({p["bytes"] for p in pts}):
                 sel = sorted((p for p in pts if p["mode"] == mode and p["bytes"] == nbytes), key=lambda p: p["ranks"])
                 x = [p["ranks"] for p in sel]
-                line = ax.plot(x, [p["hvd_s"] * 1e3 for p in sel], marker="o", label=f"hvd {mode} {nbytes >> 10} KiB")
+                line = ax.plot(x, [p["hvd_s"] * 1e3 for p in sel], marker="o", label=f"hvd {mode} {size_label(nbytes)}")
                 peer = [p.get("openmpi_s", float("nan")) * 1e3 for p in sel]
                 ax.plot(
                     x,
@@ -237,11 +273,11 @@ def plot(result: dict, path: Path) -> bool:
                     marker="x",
                     linestyle="--",
                     color=line[0].get_color(),
-                    label=f"Open MPI {mode} {nbytes >> 10} KiB",
+                    label=f"Open MPI {mode} {size_label(nbytes)}",
                 )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("ranks (one 2-core host)")
+        ax.set_xlabel("ranks (one 2-core machine)")
         ax.set_ylabel("ms per call (slowest rank)")
         ax.set_title(coll)
         ax.grid(True, which="both", alpha=0.3)
@@ -258,10 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="tcp,shm")
     parser.add_argument("--collectives", default=",".join(COLLECTIVES))
     parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--hosts", type=int, default=4, help="namespace hosts of the hosts mode")
     parser.add_argument("--mpich", action="store_true", help="MPICH (pip wheels) beside Open MPI in the shm mode")
     parser.add_argument("--job-timeout", type=float, default=900)
     parser.add_argument("--out", type=Path, default=RESULTS / "scale.json")
     parser.add_argument("--worker")
+    parser.add_argument("--namespace-hosts", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--plot", action="store_true", help="also write <out>.png (matplotlib)")
     args = parser.parse_args(argv)
     args.size_list = [parse_size(s) for s in args.sizes.split(",")]
@@ -270,13 +308,15 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown collective(s) {', '.join(sorted(unknown))}; choose from {', '.join(COLLECTIVES)}")
     if args.worker:
-        worker = hvd_worker if args.worker == "hvd" else mpi_worker
-        worker(args.out, args.size_list, args.collective_list, args.iters)
+        if args.worker == "hvd":
+            hvd_worker(args.out, args.size_list, args.collective_list, args.iters, args.namespace_hosts)
+        else:
+            mpi_worker(args.out, args.size_list, args.collective_list, args.iters)
         return 0
     args.rank_list = [int(r) for r in args.ranks.split(",")]
     args.mode_list = [m for m in args.modes.split(",") if m]
-    if set(args.mode_list) - {"tcp", "shm"}:
-        parser.error("--modes takes tcp and shm")
+    if set(args.mode_list) - {"tcp", "shm", "hosts"}:
+        parser.error("--modes takes tcp, shm and hosts")
     RESULTS.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     result = run_matrix(args)

@@ -121,6 +121,28 @@ void Algorithms::allreduce(const void* in, void* buf, size_t count, hvd_dtype dt
   }
 }
 
+// Off powers of two: each even rank of the first 2 * rem hands its buffer
+// to the odd rank after it (which reduces even ^ odd, in that order) ...
+void Algorithms::fold_in(unsigned char* buf, size_t count, hvd_dtype dtype, hvd_op op) {
+  const int r = x_.rank();
+  const size_t bytes = count * dtype_size(dtype);
+  if (r >= 2 * Fold(x_.size()).rem) return;
+  if (r % 2 == 0) return exchange(r + 1, buf, bytes, -1, nullptr, 0, "allreduce");
+  if (tmp_.size() < bytes) tmp_.resize(bytes);
+  exchange(-1, nullptr, 0, r - 1, tmp_.data(), bytes, "allreduce");
+  kernels::reduce(dtype, op, buf, tmp_.data(), buf, count);
+}
+
+// ... and gets the result back from it at the end.
+void Algorithms::fold_out(unsigned char* buf, size_t bytes) {
+  const int r = x_.rank();
+  if (r >= 2 * Fold(x_.size()).rem) return;
+  if (r % 2)
+    exchange(r - 1, buf, bytes, -1, nullptr, 0, "allreduce");
+  else
+    exchange(-1, nullptr, 0, r + 1, buf, bytes, "allreduce");
+}
+
 // Pairs of virtual ranks v, v ^ mask swap their whole buffers and both
 // compute lower ^ upper (the lower virtual rank's partial first), so both
 // hold the same bits; folded pairs likewise (the even rank's data first).
@@ -131,14 +153,7 @@ void Algorithms::recursive_doubling(unsigned char* buf, size_t count, hvd_dtype 
   unsigned char* tmp = tmp_.data();
   Fold fold(x_.size());
   const int v = fold.virtual_rank(r);
-  if (r < 2 * fold.rem) {
-    if (r % 2 == 0) {
-      exchange(r + 1, buf, bytes, -1, nullptr, 0, "allreduce");
-    } else {
-      exchange(-1, nullptr, 0, r - 1, tmp, bytes, "allreduce");
-      kernels::reduce(dtype, op, buf, tmp, buf, count);
-    }
-  }
+  fold_in(buf, count, dtype, op);
   if (v >= 0) {
     for (int mask = 1; mask < fold.pof2; mask *= 2) {
       const int pv = v ^ mask, peer = fold.real_rank(pv);
@@ -149,12 +164,7 @@ void Algorithms::recursive_doubling(unsigned char* buf, size_t count, hvd_dtype 
         kernels::reduce(dtype, op, buf, buf, tmp, count);
     }
   }
-  if (r < 2 * fold.rem) {
-    if (r % 2)
-      exchange(r - 1, buf, bytes, -1, nullptr, 0, "allreduce");
-    else
-      exchange(-1, nullptr, 0, r + 1, buf, bytes, "allreduce");
-  }
+  fold_out(buf, bytes);
 }
 
 // Rabenseifner: the same fold; recursive halving leaves virtual rank v with
@@ -167,14 +177,7 @@ void Algorithms::rabenseifner(unsigned char* buf, size_t count, hvd_dtype dtype,
   unsigned char* tmp = tmp_.data();
   Fold fold(x_.size());
   const int v = fold.virtual_rank(r), n = fold.pof2;
-  if (r < 2 * fold.rem) {
-    if (r % 2 == 0) {
-      exchange(r + 1, buf, bytes, -1, nullptr, 0, "allreduce");
-    } else {
-      exchange(-1, nullptr, 0, r - 1, tmp, bytes, "allreduce");
-      kernels::reduce(dtype, op, buf, tmp, buf, count);
-    }
-  }
+  fold_in(buf, count, dtype, op);
   if (v >= 0) {
     std::vector<size_t> at(n + 1);  // chunk c is elements [at[c], at[c + 1])
     for (int c = 0; c <= n; ++c) at[c] = count * static_cast<size_t>(c) / static_cast<size_t>(n);
@@ -202,12 +205,7 @@ void Algorithms::rabenseifner(unsigned char* buf, size_t count, hvd_dtype dtype,
                buf + at[theirs] * esize, (at[theirs + mask] - at[theirs]) * esize, "allreduce");
     }
   }
-  if (r < 2 * fold.rem) {
-    if (r % 2)
-      exchange(r - 1, buf, bytes, -1, nullptr, 0, "allreduce");
-    else
-      exchange(-1, nullptr, 0, r + 1, buf, bytes, "allreduce");
-  }
+  fold_out(buf, bytes);
 }
 
 // Ring: chunk c travels c, c+1, ..., c-1 (mod p), each rank adding its own

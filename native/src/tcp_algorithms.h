@@ -69,6 +69,8 @@ class Algorithms {
  private:
   void exchange(int to, const void* send, size_t send_bytes, int from, void* recv, size_t recv_bytes,
                 const char* what);
+  void fold_in(unsigned char* buf, size_t count, hvd_dtype dtype, hvd_op op);
+  void fold_out(unsigned char* buf, size_t bytes);
   void recursive_doubling(unsigned char* buf, size_t count, hvd_dtype dtype, hvd_op op);
   void rabenseifner(unsigned char* buf, size_t count, hvd_dtype dtype, hvd_op op);
   void ring_allreduce(unsigned char* buf, size_t count, hvd_dtype dtype, hvd_op op);

@@ -21,9 +21,9 @@ def _needs_root_and_tools() -> None:
             pytest.skip(f"{tool} not installed (openssh-server, iproute2 in .ci/apt-packages.txt)")
 
 
-def _cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[netns.Cluster]:
+def _cluster(tmp_path_factory: pytest.TempPathFactory, count: int = 3) -> Iterator[netns.Cluster]:
     _needs_root_and_tools()
-    c = netns.create(3, tmp_path_factory.mktemp("cluster"))
+    c = netns.create(count, tmp_path_factory.mktemp("cluster"))
     try:
         yield c
     finally:

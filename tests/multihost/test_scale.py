@@ -14,7 +14,7 @@ import pytest
 from devtools.native_builds import REPO, Build
 
 from . import netns
-from .conftest import _needs_root_and_tools
+from .conftest import _cluster
 from .test_multihost import launcher_argv, run_job
 
 pytestmark = pytest.mark.slow
@@ -24,12 +24,7 @@ WORKER = REPO / "tests" / "native" / "workers" / "scale.py"
 @pytest.fixture()
 def five_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[netns.Cluster]:
     """The launcher's host and four rank hosts; torn down even on failure."""
-    _needs_root_and_tools()
-    cluster = netns.create(5, tmp_path_factory.mktemp("cluster5"))
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+    yield from _cluster(tmp_path_factory, 5)
 
 
 def test_64_ranks_on_four_hosts_are_exact(five_hosts: netns.Cluster, v3_build: Build, tmp_path: Path) -> None:
