@@ -93,6 +93,21 @@ check(
     np.stack([np.arange(3 * rank, 3 * rank + 3) + 100 * src for src in range(size)]),
 )
 after = sockets()
+if size >= 12:  # a process set of 10: its own connections (not all pairs), its first alltoall opens the rest
+    import torch
+
+    import hvd_selector.torch as hvdt
+
+    hvdt.init()
+    first10 = hvdt.add_process_set(list(range(10)))
+    if rank < 10:
+        v = torch.arange(300, dtype=torch.float32) * (rank + 1)
+        got_sum = hvdt.allreduce(v, op=hvdt.Sum, process_set=first10)
+        check("process set allreduce", got_sum.numpy(), (torch.arange(300, dtype=torch.float32) * 55).numpy())
+        t = torch.arange(10, dtype=torch.int32) + 100 * rank
+        got_a2a = hvdt.alltoall(t, process_set=first10)
+        check("process set alltoall", got_a2a.numpy(), (torch.arange(10, dtype=torch.int32) * 100 + rank).numpy())
+    hvdt.barrier()
 result = {"failures": failures, "digests": digests, "sockets": [before, after]}
 (out_dir / f"rank{rank}.json").write_text(json.dumps(result))
 hvd.shutdown()
