@@ -15,12 +15,14 @@ against Open MPI's vader) and ``hosts`` (``--hosts`` network-namespace hosts
 on a veth bridge, tests/multihost/netns.py, the ranks spread evenly and
 started over ssh: hvd-selector's hierarchy against Open MPI over tcp (its
 vader segfaults when its "nodes" are namespaces of one kernel); the
-launchers run in one more namespace). Each figure is the slowest rank's mean time per
+launchers run in one more namespace). ``hosts-tcp`` is ``hosts`` with
+HVD_SELECTOR_SHM=0: every rank on the network, the far end from one leader
+per host. Each figure is the slowest rank's mean time per
 call; ratios are hvd-selector / peer (< 1: hvd-selector faster). Results go
 to benchmarks/results/scale.json (``--out`` to change). Not a test.
 
     python -m benchmarks.bench_scale [--ranks 2,4,8,16,32,64]
-        [--sizes 4K,256K,4M,64M] [--modes tcp,shm,hosts] [--hosts 4]
+        [--sizes 4K,256K,4M,64M] [--modes tcp,shm,hosts,hosts-tcp] [--hosts 4]
         [--collectives allreduce,allgather,broadcast] [--iters 20] [--mpich]
 """
 
@@ -148,7 +150,7 @@ def _job(kind: str, mode: str, ranks: int, args: argparse.Namespace, build, clus
     if kind == "hvd":
         cmd = _builder().run_argv(ranks, Path(script), *tail)
         env = build.env(HVD_SELECTOR_TIMEOUT="300", OMP_NUM_THREADS="1")
-        if mode == "tcp":
+        if mode in ("tcp", "hosts-tcp"):
             env["HVD_SELECTOR_SHM"] = "0"
         if cluster is not None:  # run -np N -H ... --ssh-config-file ... python script
             ssh = ["-H", slots, "--ssh-config-file", str(cluster.ssh_config)]
@@ -187,7 +189,7 @@ def run_matrix(args: argparse.Namespace) -> dict:
     build = _builder().build_variant("gloo-x86_64_v3", _builder().GLOO)
     result: dict[str, list[dict]] = {"points": [], "init": []}
     for mode in args.mode_list:
-        cluster = _cluster(args.hosts) if mode == "hosts" else None
+        cluster = _cluster(args.hosts) if mode.startswith("hosts") else None
         try:
             for ranks in args.rank_list:
                 _run_point(mode, ranks, args, build, cluster, result)
@@ -315,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.rank_list = [int(r) for r in args.ranks.split(",")]
     args.mode_list = [m for m in args.modes.split(",") if m]
-    if set(args.mode_list) - {"tcp", "shm", "hosts"}:
-        parser.error("--modes takes tcp, shm and hosts")
+    if set(args.mode_list) - {"tcp", "shm", "hosts", "hosts-tcp"}:
+        parser.error("--modes takes tcp, shm, hosts and hosts-tcp")
     RESULTS.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     result = run_matrix(args)
