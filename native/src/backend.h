@@ -59,9 +59,6 @@ class Backend {
     (void)members;
     return nullptr;
   }
-
-  // This rank's open data connections (-1: not counted by this transport).
-  virtual int connections() const { return -1; }
 };
 
 std::unique_ptr<Backend> make_gloo_backend(int rank, int size, int local_rank, int local_size,

@@ -128,8 +128,6 @@ class TcpBackend : public Backend {
     return std::make_unique<TcpBackend>(mine, n, mine, n, hostname_, timeout_s_, key_, std::move(fds));
   }
 
-  int connections() const override { return links_->connections(); }
-
  private:
   static tcp::MeshOptions options(int rank, int size, const std::string& hostname, double timeout_s) {
     tcp::MeshOptions mesh;

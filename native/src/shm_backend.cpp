@@ -258,10 +258,6 @@ class ShmBackend : public Backend {
     return inner_->transport();
   }
 
-  int connections() const override {
-    return inner_->connections() + (leaders_ ? std::max(leaders_->connections(), 0) : 0);
-  }
-
   // Process sets travel over the network transport underneath.
   std::unique_ptr<Backend> subset(int id, const std::vector<int>& ranks, const hvd_store* store,
                                   const std::string& hostname, double timeout_s) override {

@@ -132,10 +132,6 @@ void Exchange::adopt(int peer, int fd) {
   fds_[peer] = fd;
 }
 
-int Exchange::connections() const {
-  return static_cast<int>(std::count_if(fds_.begin(), fds_.end(), [](int fd) { return fd >= 0; }));
-}
-
 Exchange::~Exchange() {
   for (int fd : fds_)
     if (fd >= 0) ::close(fd);

@@ -55,8 +55,6 @@ class Exchange {
   // Takes a proven connection to `peer` (which had none) made later.
   void adopt(int peer, int fd);
   bool connected(int peer) const { return fds_[peer] >= 0; }
-  // Open connections (for build_info and the limits in the docs).
-  int connections() const;
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(fds_.size()); }
