@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import errno
-import hashlib
 import heapq
 import hmac
 import itertools
@@ -62,7 +61,7 @@ class _Dropped(Exception):
 
 
 def _mac(key: bytes, *parts: bytes) -> bytes:
-    return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
+    return hmac.digest(key, b"".join(parts), "sha256")  # one-shot, OpenSSL's
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
@@ -296,6 +295,7 @@ class StoreServer:
                 self.evicted += 1
                 self._close(next(iter(self._unproven)))
             sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = _Conn(sock)
             self._conns.add(conn)
             self.peak = max(self.peak, len(self._conns))
@@ -452,7 +452,9 @@ def _connect(host: str, port: int, deadline: float, retry_refused: bool, where: 
     while True:
         left = deadline - time.monotonic()
         try:
-            return socket.create_connection((host, port), timeout=max(0.05, left))
+            sock = socket.create_connection((host, port), timeout=max(0.05, left))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
         except OSError as exc:
             refused = isinstance(exc, (ConnectionRefusedError, ConnectionResetError))
             if not (retry_refused and refused) or left <= 0.2:
