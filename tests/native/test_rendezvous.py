@@ -223,3 +223,29 @@ def _pipe(src: socket.socket, dst: socket.socket) -> None:
         pass
     finally:
         dst.close()
+
+
+@pytest.mark.slow
+def test_a_job_past_the_descriptor_limit_is_refused_before_any_rank_starts(gloo_build, tmp_path: Path) -> None:
+    """hvd-selector run -np 300 under ulimit -n 200: one line naming ulimit -n, exit 4, no rank started."""
+    import resource
+    import subprocess
+    import sys
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))
+
+    marker = tmp_path / "started"
+    proc = subprocess.run(
+        [sys.executable, "-m", "selector_backend", "run", "-np", "300", "touch", str(marker)],
+        cwd=tmp_path,
+        env=gloo_build.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=low_limit,
+    )
+    assert proc.returncode == 4, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hvd-selector: error: the rendezvous store cannot hold 300 ranks")
+    assert "ulimit -n" in lines[0] and not marker.exists()
