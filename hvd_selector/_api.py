@@ -86,7 +86,9 @@ def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float) -> None:
     if job.serve_store and job.rank == 0 and _store_server is None:
         bind = os.environ.get(jobenv.BIND_ENV, "").strip() or job.host
         try:
-            _store_server = StoreServer(secret, host=bind, port=job.port, handshake_timeout=min(wait, 10.0)).start()
+            _store_server = StoreServer(
+                secret, host=bind, port=job.port, handshake_timeout=min(wait, 10.0), clients=job.size
+            ).start()
         except OSError as exc:
             raise RendezvousError(
                 f"rank 0 cannot serve the rendezvous on {bind}:{job.port} ({job.source}): {exc.strerror or exc}; "

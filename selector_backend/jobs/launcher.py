@@ -333,7 +333,7 @@ def launch_gloo(
     no_files: list[tuple[IO[bytes] | None, IO[bytes] | None]] = [(None, None)] * num_proc
     files = output.output_files(out.directory, num_proc) if out.directory else no_files
     secret = secrets.token_bytes(32)
-    server = StoreServer(secret, host=bind).start()
+    server = StoreServer(secret, host=bind, clients=num_proc).start()
     port = server.address[1]
     terminals = (output.Terminal(sys.stdout.buffer), output.Terminal(sys.stderr.buffer))
     ranks: list[_Rank] = []

@@ -7,35 +7,61 @@ that carries an HMAC under a per-connection session key and a sequence
 number, and messages are length-prefixed JSON (values base64). Waiting for a
 key times out with a message naming the key, so a missing rank never hangs
 the others.
+
+Why one event loop: anyone who can reach the port can open connections, and
+before the handshake nobody has proven anything. The server is one thread
+with a ``selectors`` loop, so a connection costs a socket and a few hundred
+bytes, never a thread; an unproven connection has a short deadline for its
+proof, and when too many are unproven at once the oldest is closed, so a
+stranger cannot fill a pool that ranks need: a rank that answers the hello
+promptly always gets in (issue 36). Proven connections are never evicted.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
+import contextlib
+import errno
+import heapq
 import hmac
+import itertools
 import json
 import os
+import random
+import resource
+import selectors
 import socket
-import socketserver
 import struct
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 MAGIC = b"HVDS1"
 NONCE_BYTES = 32
 MAC_BYTES = 32
 MAX_FRAME = 64 << 20
-MAX_UNAUTHENTICATED = 32  # connections the store serves at once before they prove the secret
+HELLO_BYTES = len(MAGIC) + NONCE_BYTES
+PROOF_BYTES = NONCE_BYTES + MAC_BYTES  # what a client sends after the hello
+HANDSHAKE_SECONDS = 5.0  # an unproven connection's deadline for its proof
+MAX_UNPROVEN = 1024  # unproven connections held at once; past it the oldest is closed
+ACCEPT_BATCH = 64  # accepts per loop turn: proofs already received are read before more arrivals
+NOFILE_WANTED = 65536  # the store raises its process's soft descriptor limit towards this (never the hard one)
+RESERVED_FDS = 64  # descriptors left to the rest of the process (rank 0 or the launcher)
+MIN_UNPROVEN = 16  # fewer than this many spare descriptors and the store refuses to start
+ATTEMPT_SECONDS = 5.0  # a client waits this long for one handshake before it reconnects
 
 
 class RendezvousError(RuntimeError):
     """Rendezvous failed: bad secret, timeout, or a broken connection."""
 
 
+class _Dropped(Exception):
+    """The store closed (or never answered) a connection before this rank proved itself: retry."""
+
+
 def _mac(key: bytes, *parts: bytes) -> bytes:
-    return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
+    return hmac.digest(key, b"".join(parts), "sha256")  # one-shot, OpenSSL's
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
@@ -55,33 +81,37 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> b
     return b"".join(chunks)
 
 
-class _Channel:
-    """Authenticated framing over one socket (both ends use it)."""
+class _Session:
+    """The authenticated framing of one connection after its handshake (both ends use it).
 
-    def __init__(self, sock: socket.socket, session: bytes, sending: bytes, receiving: bytes) -> None:
-        self.sock = sock
-        self.session = session
+    A frame is a big-endian u32 length, the JSON body, and
+    HMAC(session key, direction ‖ sequence number ‖ body).
+    """
+
+    def __init__(self, key: bytes, sending: bytes, receiving: bytes) -> None:
+        self.key = key
         self.sending = sending
         self.receiving = receiving
         self.sent = 0
         self.received = 0
 
-    def send(self, message: dict[str, Any]) -> None:
+    def seal(self, message: dict[str, Any]) -> bytes:
         body = json.dumps(message, separators=(",", ":")).encode()
         seq = struct.pack(">Q", self.sent)
         self.sent += 1
-        mac = _mac(self.session, self.sending, seq, body)
-        self.sock.sendall(struct.pack(">I", len(body)) + body + mac)
+        return struct.pack(">I", len(body)) + body + _mac(self.key, self.sending, seq, body)
 
-    def recv(self, deadline: float | None = None) -> dict[str, Any]:
-        (length,) = struct.unpack(">I", _recv_exact(self.sock, 4, deadline))
+    @staticmethod
+    def length(header: bytes) -> int:
+        (length,) = struct.unpack(">I", header)
         if length > MAX_FRAME:
             raise RendezvousError(f"rendezvous message of {length} bytes exceeds the {MAX_FRAME}-byte limit")
-        body = _recv_exact(self.sock, length, deadline)
-        mac = _recv_exact(self.sock, MAC_BYTES, deadline)
+        return int(length)
+
+    def open(self, body: bytes, mac: bytes) -> dict[str, Any]:
         seq = struct.pack(">Q", self.received)
         self.received += 1
-        if not hmac.compare_digest(mac, _mac(self.session, self.receiving, seq, body)):
+        if not hmac.compare_digest(mac, _mac(self.key, self.receiving, seq, body)):
             raise RendezvousError("rendezvous message failed authentication (tampered or out of order)")
         message = json.loads(body)
         if not isinstance(message, dict):
@@ -89,142 +119,332 @@ class _Channel:
         return message
 
 
-class _Handler(socketserver.BaseRequestHandler):
-    server: StoreServer
+def _session_key(secret: bytes, nonce_s: bytes, nonce_c: bytes) -> bytes:
+    return _mac(secret, b"session", nonce_s, nonce_c)
 
-    def handle(self) -> None:
+
+class _Conn:
+    """One accepted connection: its buffers, its handshake state and its one pending request."""
+
+    __slots__ = ("closed", "closing", "inbox", "nonce_s", "outbox", "session", "sock", "waiting")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.inbox = bytearray()
+        self.outbox = bytearray()
+        self.nonce_s = os.urandom(NONCE_BYTES)
+        self.session: _Session | None = None  # set once the client proved the secret
+        self.waiting: str | None = None  # the key of a get not yet answered (requests are served in order)
+        self.closing = False  # close once the outbox is flushed
+        self.closed = False
+
+
+def descriptor_budget() -> int:
+    """Descriptors this process may still open: the soft limit (raised towards NOFILE_WANTED) minus those open."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = NOFILE_WANTED if hard == resource.RLIM_INFINITY else min(NOFILE_WANTED, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
         try:
-            channel = self._handshake()
-        finally:
-            self.server.handshake_done()
-        if channel is None:
-            return
-        channel.sock.settimeout(None)
-        try:
-            while True:
-                try:
-                    request = channel.recv()
-                except ConnectionError:
-                    return
-                channel.send(self.server.serve(request))
-        except (OSError, ConnectionError, RendezvousError, ValueError):
-            return
-
-    def _handshake(self) -> _Channel | None:
-        """The authenticated channel, or None (wrong secret, too slow, gone)."""
-        sock: socket.socket = self.request
-        # One deadline for the whole handshake: a peer dripping a byte at a
-        # time cannot hold the connection past it (issue 12, finding 4).
-        deadline = time.monotonic() + self.server.handshake_timeout
-        sock.settimeout(self.server.handshake_timeout)
-        nonce_s = os.urandom(NONCE_BYTES)
-        try:
-            sock.sendall(MAGIC + nonce_s)
-            nonce_c = _recv_exact(sock, NONCE_BYTES, deadline)
-            proof = _recv_exact(sock, MAC_BYTES, deadline)
-            if not hmac.compare_digest(proof, _mac(self.server.secret, b"client", nonce_s, nonce_c)):
-                self.server.rejected += 1  # counted before the reply, so it is visible once the client knows
-                sock.sendall(b"\x00" * MAC_BYTES)  # not a valid server proof: the client reports it
-                return None
-            sock.settimeout(max(0.001, deadline - time.monotonic()))
-            sock.sendall(_mac(self.server.secret, b"server", nonce_c, nonce_s))
-        except (OSError, ConnectionError, RendezvousError):
-            return None
-        session = _mac(self.server.secret, b"session", nonce_s, nonce_c)
-        return _Channel(sock, session, sending=b"s", receiving=b"c")
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError):
+            pass
+    try:
+        in_use = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        in_use = 64
+    return (NOFILE_WANTED if soft == resource.RLIM_INFINITY else int(soft)) - in_use - RESERVED_FDS
 
 
-class StoreServer(socketserver.ThreadingTCPServer):
-    """Key-value store for one launch; run it with start() / stop().
+class StoreServer:
+    """Key-value store for one launch, served by one event-loop thread; run it with start() / stop().
 
-    A connection gets a thread only while fewer than ``max_unauthenticated``
-    others are still in their handshake: anyone who can reach the port can
-    open connections, and before the handshake nobody has proven anything, so
-    a flood of them is closed at once instead of costing a thread each
-    (``refused`` counts them). Clients retry a connection closed that way
-    until their deadline.
+    ``clients``: the number of ranks that will connect at once (the job
+    size); the store checks at start that its descriptor limit holds them
+    plus a pool of unproven connections, and refuses with one line naming
+    ``ulimit -n`` when it does not, instead of stalling ranks later.
+    Counters (read them after the fact): ``rejected`` wrong proofs,
+    ``evicted`` unproven connections closed to make room, ``expired``
+    unproven connections closed at their deadline, ``peak`` most
+    connections open at once.
     """
-
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 1024  # a burst of connections waits in the kernel, not in SYN retries
 
     def __init__(
         self,
         secret: bytes,
         host: str = "127.0.0.1",
         port: int = 0,
-        handshake_timeout: float = 10.0,
-        max_unauthenticated: int = MAX_UNAUTHENTICATED,
+        handshake_timeout: float = HANDSHAKE_SECONDS,
+        max_unproven: int = MAX_UNPROVEN,
+        clients: int = 0,
     ) -> None:
-        super().__init__((host, port), _Handler)
+        spare = descriptor_budget() - clients
+        if spare < MIN_UNPROVEN:
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            raise RendezvousError(
+                f"the rendezvous store cannot hold {clients} ranks: this process may open {soft} descriptors "
+                f"(ulimit -n) and the store needs one per rank plus {MIN_UNPROVEN + RESERVED_FDS}; "
+                "raise ulimit -n (hard limit: ulimit -Hn) or start fewer ranks"
+            )
         self.secret = secret
         self.handshake_timeout = handshake_timeout
-        self.max_unauthenticated = max_unauthenticated
-        self.unauthenticated = 0
-        self.refused = 0
+        self.max_unproven = max(1, min(max_unproven, spare))
         self.rejected = 0
-        self._count_lock = threading.Lock()
+        self.evicted = 0
+        self.expired = 0
+        self.peak = 0
         self._data: dict[str, bytes] = {}
-        self._cond = threading.Condition()
+        self._unproven: OrderedDict[_Conn, float] = OrderedDict()  # oldest first, with its deadline
+        self._conns: set[_Conn] = set()
+        self._waiters: dict[str, list[_Conn]] = {}
+        self._timers: list[
+            tuple[float, int, _Conn, str, float]
+        ] = []  # pending gets: (deadline, tie, conn, key, timeout)
+        self._tie = itertools.count()
+        self._paused_until = 0.0  # accept paused after EMFILE with nothing to evict
+        self._listener = socket.create_server((host, port), backlog=4096, reuse_port=False)
+        self._listener.setblocking(False)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ, "listener")
+        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._stopping = False
         self._thread: threading.Thread | None = None
 
     @property
     def address(self) -> tuple[str, int]:
-        host, port = self.server_address[:2]
+        host, port = self._listener.getsockname()[:2]
         return str(host), int(port)
 
+    @property
+    def unproven(self) -> int:
+        """Connections open that have not proven the secret yet."""
+        return len(self._unproven)
+
+    @property
+    def connections(self) -> int:
+        return len(self._conns)
+
     def start(self) -> StoreServer:
-        # A short poll: stop() (shutdown) waits for the loop to notice, and the launcher exits after it.
-        self._thread = threading.Thread(
-            target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="hvd-rendezvous", daemon=True
-        )
+        self._thread = threading.Thread(target=self._loop, name="hvd-rendezvous", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
+        self._stopping = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        for conn in list(self._conns):
+            self._close(conn)
+        self._selector.close()
+        for sock in (self._listener, self._wake_r, self._wake_w):
+            sock.close()
 
-    def verify_request(self, request: Any, client_address: Any) -> bool:
-        """Room for one more connection in its handshake? (socketserver closes it when not.)"""
-        with self._count_lock:
-            if self.unauthenticated >= self.max_unauthenticated:
-                self.refused += 1
-                return False
-            self.unauthenticated += 1
-            return True
+    # ------------------------------------------------------------- the loop
+    def _loop(self) -> None:
+        while not self._stopping:
+            events = self._selector.select(self._wait())
+            accept = False
+            for key, mask in events:  # connections first: a proof that arrived is read before any eviction
+                if key.data == "listener":
+                    accept = True
+                elif key.data == "wake":
+                    self._wake_r.recv(64)
+                elif isinstance(key.data, _Conn):
+                    if mask & selectors.EVENT_WRITE:
+                        self._flush(key.data)
+                    if mask & selectors.EVENT_READ and not key.data.closed:
+                        self._readable(key.data)
+            if accept:
+                self._accept()
+            self._expire(time.monotonic())
 
-    def handshake_done(self) -> None:
-        with self._count_lock:
-            self.unauthenticated -= 1
+    def _wait(self) -> float:
+        """Seconds until the next deadline (unproven connection, pending get or paused accept)."""
+        soonest = time.monotonic() + 1.0
+        if self._unproven:
+            soonest = min(soonest, next(iter(self._unproven.values())))
+        if self._timers:
+            soonest = min(soonest, self._timers[0][0])
+        if self._paused_until:
+            soonest = min(soonest, self._paused_until)
+        return max(0.0, soonest - time.monotonic())
 
-    def serve(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _accept(self) -> None:
+        for _ in range(ACCEPT_BATCH):
+            try:
+                sock, _ = self._listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    if self._unproven:
+                        self.evicted += 1
+                        self._close(next(iter(self._unproven)))
+                        continue
+                    # Nothing to evict: every descriptor is a proven rank. Stop accepting for a moment
+                    # instead of spinning on a listener that stays readable.
+                    self._selector.unregister(self._listener)
+                    self._paused_until = time.monotonic() + 0.1
+                    return
+                continue  # ECONNABORTED and friends: that connection is gone, take the next
+            if len(self._unproven) >= self.max_unproven:
+                self.evicted += 1
+                self._close(next(iter(self._unproven)))
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = _Conn(sock)
+            self._conns.add(conn)
+            self.peak = max(self.peak, len(self._conns))
+            self._unproven[conn] = time.monotonic() + self.handshake_timeout
+            self._selector.register(sock, selectors.EVENT_READ, conn)
+            self._send(conn, MAGIC + conn.nonce_s)
+
+    def _expire(self, now: float) -> None:
+        while self._unproven:
+            conn, deadline = next(iter(self._unproven.items()))
+            if deadline > now:
+                break
+            self.expired += 1
+            self._close(conn)
+        while self._timers and self._timers[0][0] <= now:
+            _, _, conn, key, timeout = heapq.heappop(self._timers)
+            if conn.closed or conn.waiting != key:
+                continue
+            self._unwait(conn, key)
+            error = (
+                f"timed out after {timeout:g}s waiting for key {key!r} (a rank did not start or died before rendezvous)"
+            )
+            self._reply(conn, {"ok": False, "error": error})
+            self._serve_inbox(conn)
+        if self._paused_until and self._paused_until <= now:
+            self._paused_until = 0.0
+            self._selector.register(self._listener, selectors.EVENT_READ, "listener")
+
+    # ------------------------------------------------------ one connection
+    def _readable(self, conn: _Conn) -> None:
+        want = PROOF_BYTES - len(conn.inbox) if conn.session is None else 1 << 16
+        try:
+            chunk = conn.sock.recv(want)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._close(conn)
+            return
+        conn.inbox += chunk
+        if conn.session is None:
+            if len(conn.inbox) == PROOF_BYTES:
+                self._prove(conn)
+            return
+        self._serve_inbox(conn)
+
+    def _prove(self, conn: _Conn) -> None:
+        nonce_c, proof = bytes(conn.inbox[:NONCE_BYTES]), bytes(conn.inbox[NONCE_BYTES:])
+        conn.inbox.clear()
+        del self._unproven[conn]
+        if not hmac.compare_digest(proof, _mac(self.secret, b"client", conn.nonce_s, nonce_c)):
+            self.rejected += 1  # counted before the reply, so it is visible once the client knows
+            conn.closing = True
+            self._send(conn, b"\x00" * MAC_BYTES)  # not a valid server proof: the client reports it
+            return
+        conn.session = _Session(_session_key(self.secret, conn.nonce_s, nonce_c), sending=b"s", receiving=b"c")
+        self._send(conn, _mac(self.secret, b"server", nonce_c, conn.nonce_s))
+
+    def _serve_inbox(self, conn: _Conn) -> None:
+        """Serve every complete frame in the inbox, in order, stopping at a get that must wait."""
+        session = conn.session
+        assert session is not None
+        while not conn.closed and conn.waiting is None and len(conn.inbox) >= 4:
+            try:
+                length = _Session.length(bytes(conn.inbox[:4]))
+                if len(conn.inbox) < 4 + length + MAC_BYTES:
+                    return
+                body = bytes(conn.inbox[4 : 4 + length])
+                mac = bytes(conn.inbox[4 + length : 4 + length + MAC_BYTES])
+                del conn.inbox[: 4 + length + MAC_BYTES]
+                request = session.open(body, mac)
+                self._serve(conn, request)
+            except (RendezvousError, ValueError):  # forged, reordered or malformed: end the connection
+                self._close(conn)
+
+    def _serve(self, conn: _Conn, request: dict[str, Any]) -> None:
         op = request.get("op")
         key = request.get("key")
         if not isinstance(key, str):
-            return {"ok": False, "error": "request without a key"}
-        if op == "set":
-            value = base64.b64decode(str(request.get("value", "")))
-            with self._cond:
-                self._data[key] = value
-                self._cond.notify_all()
-            return {"ok": True}
-        if op == "get":
+            self._reply(conn, {"ok": False, "error": "request without a key"})
+        elif op == "set":
+            self._data[key] = base64.b64decode(str(request.get("value", "")))
+            self._reply(conn, {"ok": True})
+            for waiter in self._waiters.pop(key, []):
+                if not waiter.closed and waiter.waiting == key:
+                    waiter.waiting = None
+                    self._reply(waiter, self._value(key))
+                    self._serve_inbox(waiter)
+        elif op == "get":
+            if key in self._data:
+                self._reply(conn, self._value(key))
+                return
             timeout = float(request.get("timeout", 30.0))
-            deadline = time.monotonic() + timeout
-            with self._cond:
-                while key not in self._data:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return {
-                            "ok": False,
-                            "error": f"timed out after {timeout:g}s waiting for key {key!r} "
-                            "(a rank did not start or died before rendezvous)",
-                        }
-                    self._cond.wait(left)
-                return {"ok": True, "value": base64.b64encode(self._data[key]).decode()}
-        return {"ok": False, "error": f"unknown request {op!r}"}
+            conn.waiting = key
+            self._waiters.setdefault(key, []).append(conn)
+            heapq.heappush(self._timers, (time.monotonic() + timeout, next(self._tie), conn, key, timeout))
+        else:
+            self._reply(conn, {"ok": False, "error": f"unknown request {op!r}"})
+
+    def _value(self, key: str) -> dict[str, Any]:
+        return {"ok": True, "value": base64.b64encode(self._data[key]).decode()}
+
+    def _unwait(self, conn: _Conn, key: str) -> None:
+        conn.waiting = None
+        waiters = self._waiters.get(key, [])
+        if conn in waiters:
+            waiters.remove(conn)
+        if not waiters:
+            self._waiters.pop(key, None)
+
+    def _reply(self, conn: _Conn, message: dict[str, Any]) -> None:
+        assert conn.session is not None
+        self._send(conn, conn.session.seal(message))
+
+    def _send(self, conn: _Conn, data: bytes) -> None:
+        had = bool(conn.outbox)
+        conn.outbox += data
+        if not had:
+            self._flush(conn)
+
+    def _flush(self, conn: _Conn) -> None:
+        try:
+            while conn.outbox:
+                sent = conn.sock.send(conn.outbox)
+                del conn.outbox[:sent]
+        except (BlockingIOError, InterruptedError):
+            self._selector.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+            return
+        except OSError:
+            self._close(conn)
+            return
+        if conn.closing:
+            self._close(conn)
+            return
+        if self._selector.get_key(conn.sock).events & selectors.EVENT_WRITE:
+            self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
+
+    def _close(self, conn: _Conn) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        self._unproven.pop(conn, None)
+        self._conns.discard(conn)
+        if conn.waiting is not None:
+            self._unwait(conn, conn.waiting)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(conn.sock)
+        conn.sock.close()
 
 
 def _connect(host: str, port: int, deadline: float, retry_refused: bool, where: str) -> socket.socket:
@@ -232,7 +452,9 @@ def _connect(host: str, port: int, deadline: float, retry_refused: bool, where: 
     while True:
         left = deadline - time.monotonic()
         try:
-            return socket.create_connection((host, port), timeout=max(0.05, left))
+            sock = socket.create_connection((host, port), timeout=max(0.05, left))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
         except OSError as exc:
             refused = isinstance(exc, (ConnectionRefusedError, ConnectionResetError))
             if not (retry_refused and refused) or left <= 0.2:
@@ -240,62 +462,79 @@ def _connect(host: str, port: int, deadline: float, retry_refused: bool, where: 
         time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
+def _handshake(sock: socket.socket, secret: bytes, deadline: float, where: str) -> _Session:
+    """Prove the secret and check the store's proof; _Dropped when the store closed or did not answer first."""
+    try:
+        hello = _recv_exact(sock, HELLO_BYTES, deadline)
+    except (OSError, ConnectionError) as exc:
+        raise _Dropped(str(exc) or type(exc).__name__) from None
+    if not hello.startswith(MAGIC):
+        raise RendezvousError(f"{where} is not an hvd-selector rendezvous")
+    nonce_s = hello[len(MAGIC) :]
+    nonce_c = os.urandom(NONCE_BYTES)
+    try:
+        sock.sendall(nonce_c + _mac(secret, b"client", nonce_s, nonce_c))
+        proof = _recv_exact(sock, MAC_BYTES, deadline)
+    except (OSError, ConnectionError) as exc:  # evicted or timed out before the store read the proof
+        raise _Dropped(str(exc) or type(exc).__name__) from None
+    if not hmac.compare_digest(proof, _mac(secret, b"server", nonce_c, nonce_s)):
+        raise RendezvousError(
+            f"rendezvous at {where} rejected this rank: shared secret mismatch "
+            "(HVD_SELECTOR_SECRET must be the one the launcher generated)"
+        )
+    return _Session(_session_key(secret, nonce_s, nonce_c), sending=b"c", receiving=b"s")
+
+
 class StoreClient:
-    """One rank's authenticated connection to the launcher's StoreServer."""
+    """One rank's authenticated connection to the launcher's StoreServer.
+
+    A handshake the store drops before this rank proved itself (a stranger's
+    connections made the store evict it, or the store was busy) is retried on
+    a new connection, with a growing jittered pause, until the timeout.
+    """
 
     def __init__(
         self, host: str, port: int, secret: bytes, timeout: float, prefix: str = "", retry_refused: bool = False
     ) -> None:
         self.timeout = timeout
         self.prefix = prefix
+        self.attempts = 0
         where = f"{host}:{port}"
         deadline = time.monotonic() + timeout
+        pause = 0.01
         while True:
             sock = _connect(host, port, deadline, retry_refused, where)
+            self.attempts += 1
             try:
-                hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES, deadline)
+                session = _handshake(sock, secret, min(deadline, time.monotonic() + ATTEMPT_SECONDS), where)
                 break
-            except (ConnectionError, TimeoutError) as exc:
-                # Closed before the hello: the store is busy with other unauthenticated connections.
+            except _Dropped as exc:
                 sock.close()
-                if isinstance(exc, TimeoutError) or time.monotonic() + 0.1 >= deadline:
+                if time.monotonic() + pause >= deadline:
                     raise RendezvousError(
-                        f"rendezvous handshake with {where} failed within {timeout:g}s: {exc}"
+                        f"rendezvous handshake with {where} failed within {timeout:g}s: {exc} "
+                        f"({self.attempts} attempts; the store closed or did not answer each one)"
                     ) from None
-                time.sleep(0.1)
-            except OSError as exc:
+                time.sleep(pause * random.uniform(0.5, 1.5))
+                pause = min(pause * 2, 0.5)
+            except RendezvousError:
                 sock.close()
-                raise RendezvousError(f"rendezvous handshake with {where} failed within {timeout:g}s: {exc}") from None
-        try:
-            if not hello.startswith(MAGIC):
-                raise RendezvousError(f"{where} is not an hvd-selector rendezvous")
-            nonce_s = hello[len(MAGIC) :]
-            nonce_c = os.urandom(NONCE_BYTES)
-            sock.sendall(nonce_c + _mac(secret, b"client", nonce_s, nonce_c))
-            proof = _recv_exact(sock, MAC_BYTES, deadline)
-            if not hmac.compare_digest(proof, _mac(secret, b"server", nonce_c, nonce_s)):
-                raise RendezvousError(
-                    f"rendezvous at {where} rejected this rank: shared secret mismatch "
-                    "(HVD_SELECTOR_SECRET must be the one the launcher generated)"
-                )
-        except (OSError, ConnectionError) as exc:
-            sock.close()
-            raise RendezvousError(f"rendezvous handshake with {where} failed within {timeout:g}s: {exc}") from None
-        except RendezvousError:
-            sock.close()
-            raise
-        session = _mac(secret, b"session", nonce_s, nonce_c)
-        self._channel = _Channel(sock, session, sending=b"c", receiving=b"s")
+                raise
+        sock.settimeout(None)
+        self._sock = sock
+        self._session = session
         self._lock = threading.Lock()
         self.where = where
 
     def _call(self, request: dict[str, Any], wait: float) -> dict[str, Any]:
         with self._lock:
             deadline = time.monotonic() + wait + 10.0  # the whole exchange, not each read
-            self._channel.sock.settimeout(wait + 10.0)
+            self._sock.settimeout(wait + 10.0)
             try:
-                self._channel.send(request)
-                reply = self._channel.recv(deadline)
+                self._sock.sendall(self._session.seal(request))
+                length = _Session.length(_recv_exact(self._sock, 4, deadline))
+                body = _recv_exact(self._sock, length, deadline)
+                reply = self._session.open(body, _recv_exact(self._sock, MAC_BYTES, deadline))
             except (OSError, ConnectionError) as exc:
                 raise RendezvousError(f"lost the rendezvous at {self.where}: {exc}") from None
         if not reply.get("ok"):
@@ -312,10 +551,10 @@ class StoreClient:
 
     def local_address(self) -> str:
         """This end's address: the interface that reaches the store (and so, usually, the peers)."""
-        return str(self._channel.sock.getsockname()[0])
+        return str(self._sock.getsockname()[0])
 
     def close(self) -> None:
-        self._channel.sock.close()
+        self._sock.close()
 
 
 class LocalStore:

@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from selector_backend.errors import ExternalError, InputError
+    from selector_backend.jobs.rendezvous import RendezvousError
 
     try:
         from selector_backend.jobs import hosts, launcher
@@ -146,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     except FileNotFoundError as exc:
+        raise ExternalError(str(exc)) from None
+    except RendezvousError as exc:  # the store cannot hold the job (descriptor limit)
         raise ExternalError(str(exc)) from None
     except OSError as exc:
         raise ExternalError(f"cannot start the ranks: {exc.strerror or exc}") from None
