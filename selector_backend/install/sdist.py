@@ -121,7 +121,9 @@ def finish_sdist(sdist: Path, urls: tuple[str, ...], *, vendor: bool = True) -> 
     try:
         with (
             open(tmp, "wb") as raw,
-            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
+            # filename="": the gzip header would otherwise name the temp file, and an sdist
+            # built twice from one tree would differ in its bytes (a re-publish must be a no-op).
+            gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz,
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as out,
         ):
             for member, data in members:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.parser
+import hashlib
 import tarfile
 from pathlib import Path
 
@@ -170,6 +171,19 @@ def test_build_sdist_embeds_the_index_url(tmp_path: Path) -> None:
     assert "[tool.hvd-selector]" in text and 'index-url = ["https://variants.example.org/simple"]' in text
     assert f"{top}/selector_backend/install/backend.py" in names and f"{top}/variants/catalog.toml" in names
     assert not any("/build/" in n or "__pycache__" in n for n in names)
+
+
+def test_build_sdist_twice_gives_the_same_bytes(tmp_path: Path) -> None:
+    """A re-run release job re-publishes the same sdist: published files are immutable, so the
+    bytes must not depend on the build (the gzip header once named the rewrite's temp file)."""
+    pytest.importorskip("scikit_build_core")
+    digests = []
+    for attempt in ("one", "two"):
+        out = tmp_path / attempt
+        out.mkdir()
+        name = backend.build_sdist(str(out), {"index-url": "https://variants.example.org/simple"})
+        digests.append(hashlib.sha256((out / name).read_bytes()).hexdigest())
+    assert digests[0] == digests[1]
 
 
 def test_editable_installs_always_build_from_source_even_with_an_index(tmp_path: Path) -> None:
