@@ -127,7 +127,10 @@ def print_explain(resolution: Resolution, top: int | None = None) -> None:
             print(f"          {reason}")
         files = cand.files if top is None else cand.files[:EXPLAIN_WHEELS]
         for number, file in enumerate(files):
-            fits = "ok" if cand.compatible and number < cand.fitting else "no"
+            if cand.compatible:
+                fits = "ok" if number < cand.fitting else "no"
+            else:  # the wheel's own findings may all pass: say why it is a "no" all the same
+                fits = "no (its variant does not fit, above)"
             print(f"          wheel {file.filename}: {fits}, {'; '.join(f.reason for f in file.findings)}")
         if len(files) < len(cand.files):
             more = len(cand.files) - len(files)
