@@ -97,10 +97,10 @@ def _pyproject() -> dict[str, Any]:
 
 
 def _settings(config_settings: ConfigSettings) -> Settings:
+    from selector_backend.engine.project import load_project
     from selector_backend.settings import load_settings
 
-    tool = _pyproject().get("tool", {}).get("hvd-selector", {})
-    return load_settings(dict(config_settings or {}), pyproject=tool)
+    return load_settings(dict(config_settings or {}), pyproject=load_project().settings_table)
 
 
 def make_plan(config_settings: ConfigSettings, *, editable: bool = False) -> Plan:
@@ -284,7 +284,7 @@ def _gpu_host_fallback(resolution: Any, policy: str | None, *, cpu_prebuilt: boo
     if warning is None:
         return None
     source = resolution.source_build
-    gpu = source if source is not None and source["cuda"] != "none" else None
+    gpu = source if source is not None and source.get("cuda", "none") != "none" else None
     missing = missing_toolchain(gpu) if gpu is not None and policy != "never-build" else []
     if gpu is not None and policy != "never-build" and not missing:
         notice(warning)
@@ -322,7 +322,7 @@ def _announce(plan: Plan) -> None:
         notice(f"source build of {format_variant(plan.variant)} because: {plan.reason}")
     nccl_extra = extra_for(plan.variant)
     if nccl_extra:
-        cuda = str(plan.variant["cuda"])
+        cuda = str(plan.variant.get("cuda", "none"))
         notice(
             f"this cuda={cuda} build loads NCCL at run time from {NCCL_WHEEL[cuda]} (PyTorch's CUDA {cuda} wheels "
             f"bring it) or the system's libnccl.so.2; without either: pip install 'hvd-selector[{nccl_extra}]'"

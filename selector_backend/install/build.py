@@ -56,7 +56,7 @@ def build_requires(variant: Variant, host: HostProfile) -> list[str]:
         if dist:
             mpi = host.library("mpi")
             needs.append(f"{dist}=={mpi.version}" if mpi and mpi.version else dist)
-    cuda = str(variant["cuda"])
+    cuda = str(variant.get("cuda", "none"))
     if cuda in NCCL_WHEEL and "nccl" in uses:
         needs.append(NCCL_WHEEL[cuda])
     return needs
@@ -108,7 +108,7 @@ def missing_toolchain(variant: Variant, host: HostProfile | None = None) -> list
         )
     if "mpi" in uses and not _mpi_wheel(host) and not _which_any(os.environ.get("MPICC", ""), "mpicc"):
         problems.append("MPI with mpicc (pip install mpich, or apt install libmpich-dev; see recipes/mpi/)")
-    cuda = str(variant["cuda"])
+    cuda = str(variant.get("cuda", "none"))
     if cuda != "none":
         nvcc = _which_any(os.environ.get("CUDACXX", ""), "nvcc", "/usr/local/cuda/bin/nvcc")
         have = nvcc_release(nvcc) if nvcc else None

@@ -35,10 +35,17 @@ from selector_backend.vendored import VENDOR_PACKAGE, VENDORED
 
 
 def with_index_urls(pyproject_text: str, urls: tuple[str, ...]) -> str:
-    if "[tool.hvd-selector]" in pyproject_text:
-        raise InputError("pyproject.toml already has [tool.hvd-selector]; edit its index-url there instead")
-    line = "index-url = " + json.dumps(list(urls))
-    return pyproject_text.rstrip("\n") + f"\n\n[tool.hvd-selector]\n# embedded by build_sdist -C index-url\n{line}\n"
+    """``index-url`` written into ``[tool.hvd-selector]``: under the project's own table (its description,
+    ``engine/project.py``) when there is one, else in a new table at the end."""
+    line = "# embedded by build_sdist -C index-url\nindex-url = " + json.dumps(list(urls))
+    header = re.search(r"(?m)^\[tool\.hvd-selector\][ \t]*(?:#.*)?$", pyproject_text)
+    if header is None:
+        return pyproject_text.rstrip("\n") + f"\n\n[tool.hvd-selector]\n{line}\n"
+    body = pyproject_text[header.end() :]
+    following = re.search(r"(?m)^\[", body)
+    if re.search(r"(?m)^index-url\s*=", body[: following.start() if following else len(body)]):
+        raise InputError("pyproject.toml already has [tool.hvd-selector] index-url; edit it there instead")
+    return pyproject_text[: header.end()] + "\n" + line + pyproject_text[header.end() :]
 
 
 # Empty, not a marker-only list: pip spawns a pip subprocess for any non-empty list.
