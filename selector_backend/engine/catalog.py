@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -280,6 +281,8 @@ class _CatalogReader:
                 header = next((h for h in (f"[{key}]", f"[[{key}]]") if h in self.doc.text), key)
                 raise self.fail(f"unknown top-level key {key!r}{did_you_mean(key, _TOP_LEVEL)}", header)
         package = self.table(self.data.get("package"), "[package]", "[package]")
+        # the namespace defaults to the import-style name (hvd-selector -> hvd_selector)
+        package = {"namespace": re.sub(r"[-.]+", "_", str(package.get("name", ""))).lower(), **package}
         for key in ("name", "namespace", "version"):
             if not isinstance(package.get(key), str):
                 raise self.fail(f"[package] needs a string {key!r}", "[package]")
@@ -321,13 +324,14 @@ class _CatalogReader:
         for name, spec in raw.items():
             where = f"[axes.{name}]"
             spec = self.table(spec, where, where)
-            kind = spec.get("kind")
+            kind = spec.get("kind", "single")
             if kind not in AXIS_KINDS:
                 raise self.fail(f"axis {name}: kind must be single or multi, got {kind!r}", where, "kind")
             values = self.strings(spec.get("values"), f"axis {name}: values", where, "values")
             if len(set(values)) != len(values):
                 raise self.fail(f"axis {name}: duplicate values", where, "values")
-            default_raw = self.strings(spec.get("default"), f"axis {name}: default", where, "default")
+            first = values[0] if kind == "single" else None  # a single axis defaults to its first value
+            default_raw = self.strings(spec.get("default", first), f"axis {name}: default", where, "default")
             defaults = [d for part in default_raw for d in part.split(",")]
             for d in defaults:
                 if d not in values:
@@ -346,6 +350,12 @@ class _CatalogReader:
 
     def read_families(self, target: Axis) -> dict[str, str]:
         raw = self.data["axes"]["target"].get("family")
+        if raw is None:  # archspec's own families
+            raw = {}
+            for name in target.values:
+                if not targets.known_target(name):
+                    raise self.fail(f"target {name!r} is not an archspec microarchitecture", "[axes.target]", name)
+                raw.setdefault(targets.family(name), []).append(name)
         raw = self.table(raw, "[axes.target.family]", "[axes.target.family]")
         family: dict[str, str] = {}
         for fam, names in raw.items():

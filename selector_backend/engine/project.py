@@ -8,15 +8,14 @@ environment per axis value). hvd-selector's own ``pyproject.toml`` is the
 first user; another project adds the same table to its own.
 
 One schema: each field of ``ProjectConfig`` has its parser (``Annotated``)
-and the doc string under it, which the docs table and the error messages
-read (``project_keys``). The rest of the table is the user-turnable settings
+and the doc string under it, which the docs table reads (``settings.docs.field_docs``,
+as for the settings). The rest of the table is the user-turnable settings
 (``index-url`` ...): ``settings_table`` hands them to the settings' source
 chain, so ``[tool.hvd-selector]`` is read in this one place.
 """
 
 from __future__ import annotations
 
-import ast
 import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -140,19 +139,6 @@ def _keys() -> tuple[Key, ...]:
 PROJECT_KEYS: tuple[Key, ...] = _keys()
 
 
-def key_docs() -> list[tuple[Key, str]]:
-    """Each key with the doc string under its field (the docs table; a key without one is a bug)."""
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
-    docs: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "ProjectConfig":
-            for field, doc in zip(node.body, node.body[1:], strict=False):
-                if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name):
-                    if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant):
-                        docs[field.target.id] = " ".join(str(doc.value.value).split())
-    return [(key, docs[key.attr]) for key in PROJECT_KEYS]
-
-
 def read_project(root: Path, table: Mapping[str, Any], where: str = TABLE) -> ProjectConfig:
     """The description from a ``[tool.hvd-selector]`` table; keys that are not project keys are settings."""
     if not isinstance(table, Mapping):
@@ -169,7 +155,9 @@ def read_project(root: Path, table: Mapping[str, Any], where: str = TABLE) -> Pr
     declared = "catalog" in values
     if not declared and values:
         first = next(k.name for k in PROJECT_KEYS if k.attr in values)
-        raise InputError(f"{where}: {first} describes a project, so the table must also name its catalog (catalog = ...)")
+        raise InputError(
+            f"{where}: {first} describes a project, so the table must also name its catalog (catalog = ...)"
+        )
     project = ProjectConfig(root=root, settings_table=MappingProxyType(settings), declared=declared, **values)
     if declared and not project.catalog_path.is_file():
         raise InputError(f"{where} catalog: {project.catalog_path} is not a file")

@@ -232,7 +232,10 @@ def provider_table(catalog: Catalog) -> dict[str, Any]:
     package it chooses)."""
     return {
         **STANDARD_PROVIDERS,
-        catalog.namespace: {"requires": [f"{provider_dist(catalog)}=={catalog.version}"], "plugin-api": plugin_api(catalog)},
+        catalog.namespace: {
+            "requires": [f"{provider_dist(catalog)}=={catalog.version}"],
+            "plugin-api": plugin_api(catalog),
+        },
     }
 
 

@@ -28,8 +28,10 @@ import os
 import re
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
+from selector_backend.engine.project import ProjectConfig
 from selector_backend.errors import InputError
 from selector_backend.vendored import VENDOR_PACKAGE, VENDORED
 
@@ -118,8 +120,42 @@ def _import(alias: ast.alias, names: tuple[str, ...]) -> str:
     return f'from {VENDOR_PACKAGE} import {top}; __import__("{VENDOR_PACKAGE}.{alias.name}")'
 
 
-def finish_sdist(sdist: Path, urls: tuple[str, ...], *, vendor: bool = True) -> None:
-    """Rewrite ``sdist`` in place (atomically): index URLs embedded, the backend's imports vendored."""
+BACKEND_PATH = 'backend-path = ["."]  # selector_backend/ is carried in this sdist'
+
+
+def carry_backend(project: ProjectConfig) -> dict[str, bytes]:
+    """What another project's sdist carries besides its own files: this backend (``selector_backend/``, pure
+    Python) and the project's catalog, so that ``pip install`` of the sdist needs no build requirement when a
+    prebuilt fits (the backend-path line ``finish_sdist`` adds points pip at the copy)."""
+    from selector_backend import PACKAGE_DIR
+
+    out: dict[str, bytes] = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        rel = path.relative_to(PACKAGE_DIR)
+        if rel.parts[0] != "_vendor" and "__pycache__" not in rel.parts:
+            out[f"selector_backend/{rel.as_posix()}"] = path.read_bytes()
+    out[project.catalog_path.relative_to(project.root).as_posix()] = project.catalog_path.read_bytes()
+    return out
+
+
+def with_backend_path(pyproject_text: str) -> str:
+    """``backend-path = ["."]`` under ``build-backend`` (a project that carries the backend in its sdist)."""
+    if re.search(r"(?m)^backend-path\s*=", pyproject_text):
+        return pyproject_text
+    text, count = re.subn(
+        r"(?m)^(build-backend\s*=.*)$", lambda m: f"{m.group(1)}\n{BACKEND_PATH}", pyproject_text, count=1
+    )
+    if count != 1:
+        raise InputError("pyproject.toml: no build-backend line in [build-system]")
+    return text
+
+
+def finish_sdist(
+    sdist: Path, urls: tuple[str, ...], *, vendor: bool = True, carried: Mapping[str, bytes] | None = None
+) -> None:
+    """Rewrite ``sdist`` in place (atomically): index URLs embedded, the backend's imports vendored, and
+    ``carried`` files (``carry_backend``) added or replacing the project's copies."""
+    carried = carried or {}
     with tarfile.open(sdist, "r:gz") as source:
         members = [(m, source.extractfile(m).read() if m.isfile() else None) for m in source.getmembers()]  # type: ignore[union-attr]
     top = members[0][0].name.split("/")[0]
@@ -132,13 +168,20 @@ def finish_sdist(sdist: Path, urls: tuple[str, ...], *, vendor: bool = True) -> 
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as out,
         ):
             for member, data in members:
+                if member.name.removeprefix(f"{top}/") in carried:
+                    continue
                 if member.name == f"{top}/pyproject.toml" and data is not None:
                     text = data.decode("utf-8")
                     text = with_index_urls(text, urls) if urls else text
+                    text = with_backend_path(text) if carried else text
                     data = (without_build_requires(text) if vendor else text).encode("utf-8")
                     member.size = len(data)
                 out.addfile(member, io.BytesIO(data) if data is not None else None)
             template = members[0][0]
+            for rel, blob in sorted(carried.items()):
+                info = tarfile.TarInfo(f"{top}/{rel}")
+                info.size, info.mtime, info.mode = len(blob), template.mtime, 0o644
+                out.addfile(info, io.BytesIO(blob))
             for rel, blob in sorted(vendored_files().items()) if vendor else ():
                 info = tarfile.TarInfo(f"{top}/selector_backend/_vendor/{rel}")
                 info.size, info.mtime, info.mode = len(blob), template.mtime, 0o644
