@@ -91,8 +91,6 @@ class ProjectConfig(NamedTuple):
     """per axis value, config settings handed to the build backend: "target=x86_64_v3" = {"cmake.define.USE_AVX2" = "ON"}"""  # noqa: E501
     environment: Annotated[Mapping[str, Mapping[str, str]], _per_value] = MappingProxyType({})
     """per axis value, environment variables set while the build backend runs: "target=x86_64_v3" = {MYLIB_SIMD = "avx2"}"""  # noqa: E501
-    guard_axes: Annotated[tuple[str, ...], _strings] = ("target",)
-    """axes whose values the import guard and doctor check against the real machine (target: the CPU; cuda_arch: the GPU)"""  # noqa: E501
     settings_table: Mapping[str, Any] = MappingProxyType({})
     """not a key: the table's settings (index-url ...), for the settings' source chain"""
     declared: bool = False

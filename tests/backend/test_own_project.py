@@ -178,6 +178,12 @@ def _installed_label(bindir: Path) -> str:
     return next(iter(json.loads(record.read_text())["variants"]))
 
 
+def stock_pip(bindir: Path, url: str, *extra: str) -> list[str]:
+    """``pip install`` of the adopted release from the variant index alone."""
+    pip = [str(bindir / "python"), "-m", "pip", "install", "--no-cache-dir", *extra]
+    return [*pip, "--index-url", url, "xxhash==3.5.0"]
+
+
 def _own_tests(bindir: Path, project: Path, tmp_path: Path) -> str:
     """The project's own test suite against the installed package (run outside the source tree)."""
     tests = tmp_path / "tests"
@@ -197,7 +203,7 @@ def test_stock_pip_installs_what_the_engine_ranks_first_and_its_tests_pass(adopt
     runnable = [t for t in TARGETS if archspec.cpu.TARGETS[t] <= archspec.cpu.host()]
     assert best["variant"]["target"] == runnable[-1]  # the most specific target this CPU runs
     bindir = make_venv(tmp_path / "venv")
-    pip = [str(bindir / "python"), "-m", "pip", "install", "--no-cache-dir", "--index-url", adopted.url, "xxhash==3.5.0"]
+    pip = stock_pip(bindir, adopted.url)
     done = run(pip, env=adopted.env(), cwd=tmp_path)
     assert _installed_label(bindir) == best["label"], done.stdout[-2000:] + done.stderr[-2000:]
     report = _own_tests(bindir, adopted.project, tmp_path)
@@ -226,6 +232,23 @@ def test_a_poorer_cpu_gets_the_poorer_build(adopted: Adopted, tmp_path: Path) ->
     rejected = {c["variant"]["target"] for c in ranked["candidates"] if not c["compatible"]}  # type: ignore[index, union-attr]
     assert "x86_64_v3" in rejected
     bindir = make_venv(tmp_path / "venv")
-    pip = [str(bindir / "python"), "-m", "pip", "install", "--no-cache-dir", "--index-url", adopted.url, "xxhash==3.5.0"]
+    pip = stock_pip(bindir, adopted.url)
     run(pip, env=adopted.env(HVD_SELECTOR_TARGET="nehalem"), cwd=tmp_path)
     assert _installed_label(bindir) == poorer["label"]  # type: ignore[index]
+
+
+def test_where_no_prebuilt_is_wanted_pip_builds_exactly_that_variant_with_the_projects_backend(
+    adopted: Adopted, tmp_path: Path
+) -> None:
+    """build-policy always-build: the sdist's backend asks pip for setuptools, and builds the ranked variant."""
+    from devtools.venvs import download_wheels
+
+    house = download_wheels(tmp_path / "house", ["setuptools>=61"])  # the build requirement, without an index
+    best = adopted.engine()["selected"]
+    bindir = make_venv(tmp_path / "venv")
+    pip = stock_pip(bindir, adopted.url, "-v", "--find-links", str(house))
+    done = run(pip, env=adopted.env(HVD_SELECTOR_BUILD_POLICY="always-build"), cwd=tmp_path)
+    assert "source build of target=" in done.stderr + done.stdout
+    assert _installed_label(bindir) == best["label"]  # type: ignore[index]
+    report = _own_tests(bindir, adopted.project, tmp_path)
+    assert "OK" in report.splitlines()[-1], report[-2000:]
