@@ -208,6 +208,17 @@ def test_stock_pip_installs_what_the_engine_ranks_first_and_its_tests_pass(adopt
     assert _installed_label(bindir) == best["label"], done.stdout[-2000:] + done.stderr[-2000:]
     report = _own_tests(bindir, adopted.project, tmp_path)
     assert "OK" in report.splitlines()[-1], report[-2000:]
+    # doctor, run in the project, reads the installed package's variant record with the project's catalog
+    (record,) = bindir.parent.glob("lib/python*/site-packages/xxhash/variant.json")
+    doctor = [sys.executable, "-m", "selector_backend", "doctor", "--variant-json", str(record)]
+    fits = subprocess.run(
+        doctor, cwd=adopted.project, env=adopted.env(PYTHONPATH=str(REPO)), capture_output=True, text=True
+    )
+    assert fits.returncode == 0 and "ok: the installed build runs on this machine" in fits.stdout, fits
+    if best["variant"]["target"] == "x86_64_v3":  # type: ignore[index]
+        poorer = adopted.env(PYTHONPATH=str(REPO), HVD_SELECTOR_TARGET="nehalem")
+        misfit = subprocess.run(doctor, cwd=adopted.project, env=poorer, capture_output=True, text=True)
+        assert misfit.returncode == 3 and "not an ancestor of host nehalem" in misfit.stdout, misfit
 
 
 def test_uv_with_wheel_variants_picks_the_same_wheel_without_building(adopted: Adopted, tmp_path: Path) -> None:
