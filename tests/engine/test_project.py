@@ -147,3 +147,17 @@ def test_members_added_to_a_wheel_get_their_record_rows(tmp_path: Path) -> None:
         "w/variant.json",
         "w-1.0.dist-info/RECORD",
     ]
+
+
+def test_an_axis_of_the_projects_own_is_written_in_its_namespace_and_read_back(tmp_path: Path) -> None:
+    from selector_backend.engine.variant_json import dumps, parse
+
+    own = CPU_ONLY + '[axes.simd]\nvalues = ["sse2", "avx2"]\n'
+    project_dir(tmp_path, 'catalog = "variants.toml"', own)
+    catalog = load_catalog(tmp_path / "variants.toml")
+    variant = catalog.parse_variant("target=x86_64_v3 simd=avx2")
+    assert properties(variant, catalog) == {"x86_64": {"level": ["v3"]}, "fastthing": {"simd": ["avx2"]}}
+    assert parse(dumps(variant, catalog), catalog, source="test")[1] == variant
+    baseline = catalog.parse_variant("target=x86_64 simd=sse2")  # the default is implied, not written
+    assert properties(baseline, catalog) == {"x86_64": {"level": ["v1"]}}
+    assert parse(dumps(baseline, catalog), catalog, source="test")[1] == baseline
