@@ -14,6 +14,7 @@ Directives (MyST: ```` ```{hvd-settings} ````):
 - ``hvd-catalog-axes``, ``hvd-catalog-cuda-lines``, ``hvd-catalog-constraints``,
   ``hvd-catalog-requirements``, ``hvd-catalog-prebuilt`` — the variant catalog.
 - ``hvd-cli-help`` — ``hvd-selector COMMAND [SUB-COMMAND] --help``, one section each.
+- ``hvd-project-keys`` — a project's ``[tool.hvd-selector]`` description (``engine/project.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import io
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,24 @@ def settings_rows(host_facts: bool = False) -> list[list[str]]:
             continue
         key = f"[host] {option.name}" if option.host_fact else option.name
         rows.append([key, option.env, f"-C {option.name}=…", default_text(option), doc.help])
+    return rows
+
+
+def project_key_rows() -> list[list[str]]:
+    """[key, default, meaning] for each key of a project's description (ProjectConfig's fields)."""
+    from selector_backend.engine import project
+    from selector_backend.settings.docs import field_docs
+
+    docs = field_docs(Path(project.__file__))
+    rows = []
+    for key in project.PROJECT_KEYS:
+        default = key.default
+        shown = "(required)" if key.name == "catalog" else "{}" if isinstance(default, Mapping) else repr(default)
+        if isinstance(default, tuple):
+            shown = "[" + ", ".join(f'"{v}"' for v in default) + "]"
+        elif isinstance(default, str) and key.name != "catalog":
+            shown = f'"{default}"' if default else "(see meaning)"
+        rows.append([key.name, shown, docs[("ProjectConfig", key.attr)]])
     return rows
 
 
@@ -248,6 +267,15 @@ class ExtraEnvTable(_TableDirective):
         return extra_env_rows()
 
 
+class ProjectKeysTable(_TableDirective):
+    headers = ("[tool.hvd-selector] key", "default", "meaning")
+    literal = (0, 1)
+    cards = True
+
+    def rows(self) -> list[list[str]]:
+        return project_key_rows()
+
+
 class AxesTable(_TableDirective):
     headers = ("axis", "kind", "values", "default", "CMake variable", "meaning")
     literal = (0, 4)
@@ -320,6 +348,7 @@ def setup(app: Any) -> dict[str, Any]:
         ("hvd-catalog-requirements", RequirementsTable),
         ("hvd-catalog-prebuilt", PrebuiltTable),
         ("hvd-cli-help", CliHelp),
+        ("hvd-project-keys", ProjectKeysTable),
     ):
         app.add_directive(name, directive)
     app.connect("doctree-resolved", break_long_names)

@@ -5,7 +5,9 @@ detects nothing (a host arrives as a ``HostProfile``, candidates through a
 ``sources`` object). Every compatibility rule lives here once:
 
 - ``variant``, ``versions``: the values (a variant is one value per catalog axis).
-- ``catalog``: ``variants/catalog.toml`` as typed, validated data.
+- ``catalog``: a project's catalog (hvd-selector's ``variants/catalog.toml``) as typed, validated data.
+- ``project``: the project being served, its ``[tool.hvd-selector]`` table read once (catalog, import name,
+  how one variant is built).
 - ``host``: ``HostProfile``, everything a resolve may know about a machine.
 - ``targets``: CPU targets (archspec ancestry) — ``cpu_verdict``.
 - ``compat``: GPU, CUDA driver, library and Python-tag rules.
@@ -25,6 +27,7 @@ __all__ = [
     "host",
     "nccl_pairing",
     "policy",
+    "project",
     "reinstall",
     "resolve",
     "runtime",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -35,6 +36,11 @@ _TOP_LEVEL = {
     "preferences",
     "prebuilt",
 }
+#: The one axis every catalog has: the CPU target (archspec names), the rule every build obeys. The GPU axes
+#: (cuda, cuda_arch) and the communication axes (tensor_ops, controllers) carry engine rules where a catalog
+#: has them; a project that varies on the CPU alone leaves them out, and any other axis is the project's own.
+REQUIRED_AXES = ("target",)
+AXES_IN_PAIRS = {"cuda": "cuda_arch", "cuda_arch": "cuda"}
 MPI_ABI_FAMILIES = {"mpich": ("mpich", "intelmpi", "mvapich", "cray-mpich"), "openmpi": ("openmpi",)}
 
 
@@ -211,14 +217,10 @@ class Catalog(NamedTuple):
 
 # ------------------------------------------------------------------ loading
 def default_catalog_path() -> Path:
-    """variants/catalog.toml in a source tree, or the copy installed beside us."""
-    here = PACKAGE_DIR
-    for candidate in (here.parent / "variants" / "catalog.toml", here / "variants" / "catalog.toml"):
-        if candidate.is_file():
-            return candidate
-    raise InputError(
-        "no variant catalog found (looked for variants/catalog.toml beside selector_backend); pass --catalog FILE"
-    )
+    """The catalog of the project being served (``engine.project``: its ``[tool.hvd-selector]`` catalog)."""
+    from selector_backend.engine.project import load_project
+
+    return load_project().catalog_path
 
 
 def source_checkout() -> Path | None:
@@ -279,9 +281,14 @@ class _CatalogReader:
                 header = next((h for h in (f"[{key}]", f"[[{key}]]") if h in self.doc.text), key)
                 raise self.fail(f"unknown top-level key {key!r}{did_you_mean(key, _TOP_LEVEL)}", header)
         package = self.table(self.data.get("package"), "[package]", "[package]")
-        for key in ("name", "namespace", "spack_package", "version"):
+        # the namespace defaults to the import-style name (hvd-selector -> hvd_selector)
+        package = {"namespace": re.sub(r"[-.]+", "_", str(package.get("name", ""))).lower(), **package}
+        for key in ("name", "namespace", "version"):
             if not isinstance(package.get(key), str):
                 raise self.fail(f"[package] needs a string {key!r}", "[package]")
+        spack_package = package.get("spack_package", "py-" + str(package["name"]).lower().replace("_", "-"))
+        if not isinstance(spack_package, str):
+            raise self.fail("[package] spack_package must be a string", "[package]")
         axes = self.read_axes()
         self.axes = axes
         family = self.read_families(axes["target"])
@@ -290,7 +297,7 @@ class _CatalogReader:
             path=self.doc.path,
             name=package["name"],
             namespace=package["namespace"],
-            spack_package=package["spack_package"],
+            spack_package=spack_package,
             version=package["version"],
             axes=axes,
             target_family=family,
@@ -308,28 +315,31 @@ class _CatalogReader:
     def read_axes(self) -> dict[str, Axis]:
         raw = self.table(self.data.get("axes"), "[axes]", "[axes")
         axes: dict[str, Axis] = {}
-        required = ("target", "cuda", "cuda_arch", "tensor_ops", "controllers", "frameworks")
-        for name in required:
+        for name in REQUIRED_AXES:
             if name not in raw:
                 raise self.fail(f"the catalog must define axis {name!r}", "[axes")
+        for name, needs in AXES_IN_PAIRS.items():
+            if name in raw and needs not in raw:
+                raise self.fail(f"axis {name!r} needs axis {needs!r} too", f"[axes.{name}]")
         for name, spec in raw.items():
             where = f"[axes.{name}]"
             spec = self.table(spec, where, where)
-            kind = spec.get("kind")
+            kind = spec.get("kind", "single")
             if kind not in AXIS_KINDS:
                 raise self.fail(f"axis {name}: kind must be single or multi, got {kind!r}", where, "kind")
             values = self.strings(spec.get("values"), f"axis {name}: values", where, "values")
             if len(set(values)) != len(values):
                 raise self.fail(f"axis {name}: duplicate values", where, "values")
-            default_raw = self.strings(spec.get("default"), f"axis {name}: default", where, "default")
+            first = values[0] if kind == "single" else None  # a single axis defaults to its first value
+            default_raw = self.strings(spec.get("default", first), f"axis {name}: default", where, "default")
             defaults = [d for part in default_raw for d in part.split(",")]
             for d in defaults:
                 if d not in values:
                     raise self.fail(f"axis {name}: default {d!r} is not one of its values", where, "default")
             if kind == "single" and len(defaults) != 1:
                 raise self.fail(f"axis {name}: a single axis has one default", where, "default")
-            cmake = spec.get("cmake")
-            if not isinstance(cmake, str) or not cmake.isidentifier():
+            cmake = spec.get("cmake", "")  # only a CMake build that reads the axes by name needs it
+            if not isinstance(cmake, str) or (cmake and not cmake.isidentifier()):
                 raise self.fail(f"axis {name}: cmake must name a CMake variable", where, "cmake")
             unknown = set(spec) - {"kind", "values", "default", "cmake", "description", "family"}
             if unknown:
@@ -340,6 +350,12 @@ class _CatalogReader:
 
     def read_families(self, target: Axis) -> dict[str, str]:
         raw = self.data["axes"]["target"].get("family")
+        if raw is None:  # archspec's own families
+            raw = {}
+            for name in target.values:
+                if not targets.known_target(name):
+                    raise self.fail(f"target {name!r} is not an archspec microarchitecture", "[axes.target]", name)
+                raw.setdefault(targets.family(name), []).append(name)
         raw = self.table(raw, "[axes.target.family]", "[axes.target.family]")
         family: dict[str, str] = {}
         for fam, names in raw.items():
@@ -368,6 +384,10 @@ class _CatalogReader:
     def read_cuda_lines(self, axes: Mapping[str, Axis]) -> dict[str, CudaLine]:
         raw = self.table(self.data.get("cuda_lines", {}), "[cuda_lines]", "[cuda_lines")
         lines: dict[str, CudaLine] = {}
+        if "cuda" not in axes:
+            if raw:
+                raise self.fail("[cuda_lines] needs a cuda axis", "[cuda_lines")
+            return lines
         for name, spec in raw.items():
             where = f"[cuda_lines.{name}]"
             spec = self.table(spec, where, where)

@@ -247,9 +247,9 @@ def check_variant(
     if part is None:
         part = memo[key] = (check_target(str(variant["target"]), host),)
     findings = list(part)
-    cuda = variant["cuda"]
-    key = ("cuda", cuda, variant["cuda_arch"])
-    part = memo.get(key)
+    cuda = variant.get("cuda", "none")
+    key = ("cuda", cuda, variant.get("cuda_arch"))
+    part = memo.get(key) if "cuda" in variant else ()  # a catalog without GPU axes: no GPU rule
     if part is None:
         toolkit = catalog.cuda_lines[str(cuda)].toolkit if cuda in catalog.cuda_lines else None
         part = memo[key] = tuple(check_cuda(variant.values_of("cuda_arch"), toolkit, host))

@@ -27,8 +27,8 @@ def nccl_line(dist: str) -> str | None:
 
 def extra_for(variant: Variant) -> str | None:
     """The extra that brings this build's NCCL, or None for a build without NCCL."""
-    cuda = str(variant["cuda"])
-    return f"gpu-nvidia-cu{cuda}" if variant["tensor_ops"] == "nccl" and cuda in NCCL_WHEEL else None
+    cuda = str(variant.get("cuda", "none"))
+    return f"gpu-nvidia-cu{cuda}" if variant.get("tensor_ops") == "nccl" and cuda in NCCL_WHEEL else None
 
 
 class PairProblem(NamedTuple):
@@ -44,7 +44,7 @@ def pair_problems(variant: Variant, nccl_dists: list[str], driver_cuda: str | No
     extra = extra_for(variant)
     if extra is None:
         return []
-    cuda = str(variant["cuda"])
+    cuda = str(variant.get("cuda", "none"))
     problems = []
     lines = {d: nccl_line(d) for d in nccl_dists}
     if cuda not in lines.values():

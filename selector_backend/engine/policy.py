@@ -41,7 +41,7 @@ class Selector(NamedTuple):
     def check(self, variant: Variant) -> list[Finding]:
         """Findings for how the selector restricts ``variant`` (empty: no restriction)."""
         findings = []
-        is_gpu = variant["cuda"] != "none"
+        is_gpu = variant.get("cuda", "none") != "none"
         if self.mode == "cpu" and is_gpu:
             findings.append(Finding(False, "selector cpu excludes CUDA builds"))
         if self.mode == "gpu-nvidia" and not is_gpu:
@@ -74,6 +74,8 @@ def parse_selector(text: str | None, catalog: Catalog) -> Selector:
         else:
             raise unknown_choice("selector", token, MODES)
     selector = Selector(mode or "auto", pins)
+    if selector.mode == "gpu-nvidia" and "cuda" not in catalog.axes:
+        raise InputError(f"selector gpu-nvidia: {catalog.name}'s catalog has no GPU builds (no cuda axis)")
     _check_consistent(selector)
     return selector
 

@@ -447,14 +447,14 @@ class RankKey(NamedTuple):
 
 def variant_rank(v: Variant, catalog: Catalog, host: HostProfile) -> RankKey:
     """The preference part of the sort key: it depends on the variant and host alone."""
-    is_gpu = v["cuda"] != "none"
+    is_gpu = v.get("cuda", "none") != "none"
     support = compat.worst_cuda_support(v.values_of("cuda_arch"), host) if is_gpu else None
     return RankKey(
         cpu_only=0 if is_gpu else 1,
-        tensor_ops=catalog.preference("tensor_ops", str(v["tensor_ops"])),
+        tensor_ops=catalog.preference("tensor_ops", str(v.get("tensor_ops", ""))),
         code_kind={"sass": 0, "ptx": 1, None: 2}[support] if is_gpu else 0,
         code_distance=tuple(-a for a in compat.cuda_code_used(v.values_of("cuda_arch"), host)) if is_gpu else (),
-        cuda_line=catalog.preference("cuda", str(v["cuda"])),
+        cuda_line=catalog.preference("cuda", str(v.get("cuda", ""))),
         target=-targets.specificity(str(v["target"])) if targets.known_target(str(v["target"])) else 0,
         arch_count=len(v.values_of("cuda_arch")),
         controllers=tuple(sorted(catalog.preference("controllers", c) for c in v.values_of("controllers"))),
@@ -581,11 +581,11 @@ def gpu_host_warning(
     gpus = host.nvidia_gpus()
     if not gpus or selector.wants_gpu() is False:
         return None
-    if selected is not None and selected.variant["cuda"] != "none":
+    if selected is not None and selected.variant.get("cuda", "none") != "none":
         return None
     rejected: dict[Variant, str] = {}  # ranked order: the closest miss first
     for one in candidates:  # a variant may come from several sources or releases: count it once
-        if one.variant["cuda"] != "none" and not one.compatible and one.variant not in rejected:
+        if one.variant.get("cuda", "none") != "none" and not one.compatible and one.variant not in rejected:
             rejected[one.variant] = one.first_failure() or ""
     if rejected:
         (closest, reason), *_ = rejected.items()
@@ -664,7 +664,7 @@ def ideal_variant(host: HostProfile, catalog: Catalog, selector: Selector) -> Va
 
     pins = dict(selector.pins)
     values: dict[str, AxisValue] = {"target": pins.get("target") or best_target(host, catalog)}
-    wants_gpu = selector.wants_gpu()
+    wants_gpu = selector.wants_gpu() if "cuda" in catalog.axes else False
     gpu = None
     if wants_gpu is not False:
         if "cuda_arch" in pins and "cuda" in pins and pins["cuda"] != "none":
@@ -681,9 +681,11 @@ def ideal_variant(host: HostProfile, catalog: Catalog, selector: Selector) -> Va
             )
     if gpu is not None:
         values["cuda"], values["cuda_arch"] = gpu
-        values["tensor_ops"] = "nccl"
-    else:
+        if "tensor_ops" in catalog.axes:
+            values["tensor_ops"] = "nccl"
+    elif "cuda" in catalog.axes:
         values["cuda"], values["cuda_arch"] = "none", ("none",)
+    if gpu is None and "tensor_ops" in catalog.axes:
         options = [t for t in catalog.preferences.get("tensor_ops", catalog.axes["tensor_ops"].values) if t != "nccl"]
         usable = [
             t
@@ -692,7 +694,7 @@ def ideal_variant(host: HostProfile, catalog: Catalog, selector: Selector) -> Va
         ]
         values["tensor_ops"] = usable[0] if usable else options[-1]
     values.update({k: v for k, v in pins.items() if k not in ("target",)})
-    if "controllers" not in values:
+    if "controllers" not in values and "controllers" in catalog.axes and "tensor_ops" in values:
         values["controllers"] = _controllers_for(str(values["tensor_ops"]), catalog)
     variant = catalog.make_variant(values, fill_defaults=True)
     catalog.check(variant)

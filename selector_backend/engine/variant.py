@@ -60,8 +60,8 @@ class Variant(Mapping[str, AxisValue]):
         return f"Variant({format_variant(self)!r})"
 
     def values_of(self, axis: str) -> tuple[str, ...]:
-        """The value(s) of ``axis`` as a tuple, whatever its kind."""
-        value = self[axis]
+        """The value(s) of ``axis`` as a tuple, whatever its kind; () for an axis the catalog does not have."""
+        value = self._values.get(axis, ())
         return value if isinstance(value, tuple) else (value,)
 
     def to_json(self) -> dict[str, str | list[str]]:

@@ -75,7 +75,8 @@ LOWER_BOUND = "cuda_version_lower_bound"
 SM_ARCH = "sm_arch"
 PROVIDER_DIST = "hvd-selector-variant-provider"  # a separate distribution: it never requires what it chooses
 PLUGIN_API = "hvd_selector_variant_provider:HvdSelectorProvider"
-OWN_FEATURES = ("target", "tensor_ops", "controllers", "frameworks")
+OWN_FEATURES = ("target", "tensor_ops", "controllers", "frameworks")  # hvd-selector's; own_axes() is any catalog's
+STANDARD_AXES = ("target", "cuda", "cuda_arch")  # said in the standard namespaces (target where a level says it)
 PREVIOUS_GPU_FEATURE = "cuda"  # the namespace-only model's cu<line>_sm<arch>... value
 _CUDA_VALUE = re.compile(r"cu([0-9a-z.]+)((?:_sm[0-9a-z]+)+)")
 _SM_VALUE = re.compile(r"([0-9]+[a-z]?)_(real|virtual)")
@@ -86,6 +87,12 @@ def _joined(axis_values: tuple[str, ...], catalog: Catalog, axis: str) -> str:
     if any("_" in v for v in ordered) and len(ordered) > 1:
         raise InputError(f"axis {axis!r}: values of a multi-valued axis must not contain '_' ({ordered})")
     return "_".join(ordered)
+
+
+def own_axes(catalog: Catalog) -> tuple[str, ...]:
+    """The axes our namespace carries, besides a target no standard level expresses: every axis of the catalog
+    that no standard namespace says (hvd-selector's tensor_ops, controllers, frameworks; a project's own)."""
+    return tuple(a for a in catalog.axes if a not in STANDARD_AXES)
 
 
 def implied(axis: str, cuda: str, catalog: Catalog) -> AxisValue:
@@ -115,15 +122,15 @@ def properties(variant: Variant, catalog: Catalog) -> dict[str, dict[str, list[s
     target = str(variant["target"])
     if target in X86_64_LEVELS:
         out[X86_64] = {"level": [X86_64_LEVELS[target]]}
-    cuda = str(variant["cuda"])
+    cuda = str(variant.get("cuda", "none"))
     if cuda != "none":
         archs = variant.values_of("cuda_arch")
         out[NVIDIA] = {LOWER_BOUND: [lower_bound(cuda, catalog)], SM_ARCH: sm_archs(cuda, archs, catalog)}
     own: dict[str, list[str]] = {}
     if target not in X86_64_LEVELS:
         own["target"] = [target]
-    for axis in OWN_FEATURES[1:]:
-        if axis in catalog.axes and variant[axis] != implied(axis, cuda, catalog):
+    for axis in own_axes(catalog):
+        if variant[axis] != implied(axis, cuda, catalog):
             values = variant.values_of(axis)
             own[axis] = [_joined(values, catalog, axis) if catalog.axes[axis].kind == "multi" else values[0]]
     if own:
@@ -167,11 +174,11 @@ def variant_from_properties(
         namespaces.get(catalog.namespace) or {}
     ):
         raise InputError(f"{NVIDIA} needs both {LOWER_BOUND} and {SM_ARCH}")
-    values.setdefault("cuda", catalog.parse_value("cuda", "none"))
-    values.setdefault("cuda_arch", catalog.parse_value("cuda_arch", "none"))
-    for axis in OWN_FEATURES[1:]:
-        if axis in catalog.axes:
-            values.setdefault(axis, implied(axis, str(values["cuda"]), catalog))
+    if "cuda" in catalog.axes:
+        values.setdefault("cuda", catalog.parse_value("cuda", "none"))
+        values.setdefault("cuda_arch", catalog.parse_value("cuda_arch", "none"))
+    for axis in own_axes(catalog):
+        values.setdefault(axis, implied(axis, str(values.get("cuda", "none")), catalog))
     variant = catalog.make_variant(values)
     if canonical and properties(variant, catalog) != {ns: dict(f) for ns, f in namespaces.items()}:
         raise InputError(
@@ -213,7 +220,7 @@ def _feature_values(
             ("cuda", catalog.parse_value("cuda", match.group(1))),
             ("cuda_arch", catalog.parse_value("cuda_arch", match.group(2)[3:].split("_sm"))),
         )
-    if namespace != catalog.namespace or feature not in OWN_FEATURES or feature not in catalog.axes:
+    if namespace != catalog.namespace or feature not in ("target", *own_axes(catalog)):
         raise InputError(f"unknown feature {where}")
     if catalog.axes[feature].kind == "multi":
         return ((feature, catalog.parse_value(feature, text.split("_"))),)
@@ -225,8 +232,22 @@ def provider_table(catalog: Catalog) -> dict[str, Any]:
     package it chooses)."""
     return {
         **STANDARD_PROVIDERS,
-        catalog.namespace: {"requires": [f"{PROVIDER_DIST}=={catalog.version}"], "plugin-api": PLUGIN_API},
+        catalog.namespace: {
+            "requires": [f"{provider_dist(catalog)}=={catalog.version}"],
+            "plugin-api": plugin_api(catalog),
+        },
     }
+
+
+def provider_dist(catalog: Catalog) -> str:
+    """The distribution of a project's own provider: ``{name}-variant-provider`` (hvd-selector's: PROVIDER_DIST)."""
+    return f"{catalog.name}-variant-provider"
+
+
+def plugin_api(catalog: Catalog) -> str:
+    """``{module}:{Class}`` of a project's own provider (hvd-selector's: PLUGIN_API)."""
+    camel = "".join(part.capitalize() for part in catalog.namespace.split("_"))
+    return f"{provider_dist(catalog).replace('-', '_')}:{camel}Provider"
 
 
 def header(catalog: Catalog) -> dict[str, Any]:

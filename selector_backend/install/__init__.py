@@ -5,10 +5,12 @@ the configured variant index (``variant_index`` over ``fetch``: configured
 origins only, hashes verified, fail closed; ``index_cache`` keeps parsed
 pages (``index_groups``) for unchanged page bytes), then either hands pip a verified
 prebuilt wheel (``wheelcheck``) or builds exactly the chosen variant from
-source (``build``, ``cmake_config`` through scikit-build-core). ``plan_reuse``
+source (``build``: ``cmake_config`` through scikit-build-core, or the project's own
+backend with the target's flags). ``plan_reuse``
 shares one decision between pip's hook processes; ``sdist`` and ``metadata``
 produce the distribution pip sees; ``origin_record`` adds the install
-record to the wheel pip installs; ``console`` prints what a plain
+record to the wheel pip installs (``wheel_members`` adds a member with its RECORD
+row); ``console`` prints what a plain
 ``pip install`` must show.
 """
 
@@ -25,5 +27,6 @@ __all__ = [
     "plan_reuse",
     "sdist",
     "variant_index",
+    "wheel_members",
     "wheelcheck",
 ]

@@ -97,10 +97,10 @@ def _pyproject() -> dict[str, Any]:
 
 
 def _settings(config_settings: ConfigSettings) -> Settings:
+    from selector_backend.engine.project import load_project
     from selector_backend.settings import load_settings
 
-    tool = _pyproject().get("tool", {}).get("hvd-selector", {})
-    return load_settings(dict(config_settings or {}), pyproject=tool)
+    return load_settings(dict(config_settings or {}), pyproject=load_project().settings_table)
 
 
 def make_plan(config_settings: ConfigSettings, *, editable: bool = False) -> Plan:
@@ -284,7 +284,7 @@ def _gpu_host_fallback(resolution: Any, policy: str | None, *, cpu_prebuilt: boo
     if warning is None:
         return None
     source = resolution.source_build
-    gpu = source if source is not None and source["cuda"] != "none" else None
+    gpu = source if source is not None and source.get("cuda", "none") != "none" else None
     missing = missing_toolchain(gpu) if gpu is not None and policy != "never-build" else []
     if gpu is not None and policy != "never-build" and not missing:
         notice(warning)
@@ -322,7 +322,7 @@ def _announce(plan: Plan) -> None:
         notice(f"source build of {format_variant(plan.variant)} because: {plan.reason}")
     nccl_extra = extra_for(plan.variant)
     if nccl_extra:
-        cuda = str(plan.variant["cuda"])
+        cuda = str(plan.variant.get("cuda", "none"))
         notice(
             f"this cuda={cuda} build loads NCCL at run time from {NCCL_WHEEL[cuda]} (PyTorch's CUDA {cuda} wheels "
             f"bring it) or the system's libnccl.so.2; without either: pip install 'hvd-selector[{nccl_extra}]'"
@@ -346,10 +346,12 @@ def _installed_variant() -> Any:
 
     from selector_backend.engine import variant_json
     from selector_backend.engine.catalog import load_catalog
+    from selector_backend.engine.project import load_project
 
-    path = Path(sysconfig.get_paths()["purelib"]) / "hvd_selector" / "variant.json"
     try:
-        return variant_json.parse(path.read_text(encoding="utf-8"), load_catalog(), source=str(path))[1]
+        catalog = load_catalog()
+        path = Path(sysconfig.get_paths()["purelib"]) / load_project().package(catalog.namespace) / "variant.json"
+        return variant_json.parse(path.read_text(encoding="utf-8"), catalog, source=str(path))[1]
     except (OSError, UnicodeDecodeError, SelectorError):
         return None
 
@@ -403,15 +405,37 @@ def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> l
 
 @_clean_errors
 def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list[str]:
+    from selector_backend.engine.project import load_project
+
+    project = load_project()
     # archspec, packaging and tomli are copied into the sdist (selector_backend.install.sdist.vendored_files)
-    return ["scikit-build-core>=0.10", "archspec>=0.2.5", "packaging>=22", "tomli>=1.1"]
+    builder = ["scikit-build-core>=0.10"] if project.build_description == "cmake-file" else list(project.build_requires)
+    return [*builder, "archspec>=0.2.5", "packaging>=22", "tomli>=1.1"]
 
 
 @_clean_errors
 def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: ConfigSettings = None) -> str:
-    from selector_backend.install.metadata import write_dist_info
+    """Static metadata from pyproject.toml's [project] (hvd-selector's); a project whose metadata its own backend
+    computes (setup.py) gets it from the wheel it will install: the verified prebuilt's, or its backend's."""
+    from selector_backend.install.metadata import has_static_metadata, write_dist_info
 
-    return write_dist_info(Path(metadata_directory), _pyproject())
+    if has_static_metadata(_pyproject()):
+        return write_dist_info(Path(metadata_directory), _pyproject())
+    plan = make_plan(config_settings)
+    if plan.kind == "prebuilt":
+        from selector_backend.install.metadata import copy_dist_info
+
+        try:
+            return copy_dist_info(_fetch_prebuilt(plan), Path(metadata_directory))
+        except ExternalError as exc:
+            if plan.must_fail(exc):
+                raise
+    import importlib
+
+    from selector_backend.engine.project import load_project
+
+    own = importlib.import_module(load_project().build_backend)
+    return str(own.prepare_metadata_for_build_wheel(metadata_directory, {}))
 
 
 prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
@@ -483,13 +507,22 @@ def build_editable(
 
 @_clean_errors
 def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) -> str:
-    """scikit-build-core's sdist; ``-C index-url=...`` is embedded as the sdist's default index."""
-    import scikit_build_core.build as skbuild
+    """The project's own backend's sdist (scikit-build-core's for hvd-selector); ``-C index-url=...`` is embedded
+    as the sdist's default index. Another project's sdist also carries this backend and the catalog, so that
+    installing it needs nothing but what the sdist holds."""
+    import importlib
+
+    from selector_backend.engine.project import load_project
+    from selector_backend.install.sdist import carry_backend, finish_sdist
 
     settings = _settings(config_settings)
-    from selector_backend.install.sdist import finish_sdist
-
-    name = str(skbuild.build_sdist(sdist_directory, None))
+    project = load_project()
+    if project.build_description == "cmake-file":
+        own = importlib.import_module("scikit_build_core.build")
+    else:
+        own = importlib.import_module(project.build_backend)
+    name = str(own.build_sdist(sdist_directory, None))
     urls = settings.index_url if "index-url" in (config_settings or {}) else ()
-    finish_sdist(Path(sdist_directory) / name, tuple(urls))
+    carried = carry_backend(project) if project.build_description == "flags" else {}
+    finish_sdist(Path(sdist_directory) / name, tuple(urls), carried=carried)
     return name

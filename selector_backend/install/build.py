@@ -1,20 +1,27 @@
-"""The source-build fallback: exactly the resolved variant, through scikit-build-core.
+"""The source-build fallback: exactly the resolved variant, through the project's own build backend.
 
-The variant reaches CMake as one build description (``cmake_config.describe``:
-flags, CUDA architectures, libraries, variant.json and build_config.json),
-written to a file and named by the ``cmake.define.HVD_BUILD_DESCRIPTION``
-config setting; CMake only builds from it. Before anything compiles,
+Every variant has one build description (``cmake_config.describe``: flags,
+CUDA architectures, libraries, variant.json and build_config.json). How it
+reaches the build is the project's choice (``engine.project``):
+``cmake-file`` (hvd-selector's) writes it as one CMake script named by the
+``cmake.define.HVD_BUILD_DESCRIPTION`` config setting of scikit-build-core, and
+CMake only builds from it; ``flags`` runs the project's own PEP 517 backend
+with archspec's flags for the target in CFLAGS/CXXFLAGS and the project's
+per-value config settings and environment, then writes the variant records
+(``.dist-info/variant.json``, and variant.json + build_config.json in the
+project's package) into the wheel it made. Before anything compiles,
 ``check_toolchain`` names whatever is missing and how to get it, so a user
 sees one line instead of a CMake log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +29,13 @@ from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import Catalog
 from selector_backend.engine.host import HostProfile
 from selector_backend.engine.nccl_pairing import NCCL_WHEEL
+from selector_backend.engine.project import ProjectConfig
 from selector_backend.engine.variant import Variant, format_variant
 from selector_backend.errors import ExternalError, IntegrityError
 from selector_backend.install.cmake_config import describe, probe_compiler, write_description
 from selector_backend.install.wheelcheck import read_member
 
+#: hvd-selector's own (its pyproject.toml's [tool.hvd-selector] build-requires; a project names its own)
 BASE_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.2", "cmake>=3.24", "ninja")
 #: Where CMake's FindOpenSSL looks for the headers the gloo controller's TCP mesh needs (libcrypto's HMAC).
 OPENSSL_SYSTEM_PREFIXES = ("/usr", "/usr/local")
@@ -48,15 +57,16 @@ def _mpi_wheel(host: HostProfile | None) -> str | None:
 def build_requires(variant: Variant, host: HostProfile) -> list[str]:
     """What the isolated build environment needs for this variant (nothing more)."""
     from selector_backend.engine.catalog import load_catalog
+    from selector_backend.engine.project import load_project
 
-    needs = list(BASE_BUILD_REQUIRES)
+    needs = list(load_project().build_requires)
     uses = load_catalog().libraries_of(variant)
     if "mpi" in uses:
         dist = _mpi_wheel(host)
         if dist:
             mpi = host.library("mpi")
             needs.append(f"{dist}=={mpi.version}" if mpi and mpi.version else dist)
-    cuda = str(variant["cuda"])
+    cuda = str(variant.get("cuda", "none"))
     if cuda in NCCL_WHEEL and "nccl" in uses:
         needs.append(NCCL_WHEEL[cuda])
     return needs
@@ -95,10 +105,15 @@ def missing_toolchain(variant: Variant, host: HostProfile | None = None) -> list
 
     ``host`` lets a pip-wheel MPI count as present: the build requirements bring it.
     """
-    problems = []
-    if not _which_any(os.environ.get("CXX", ""), "c++", "g++", "clang++"):
-        problems.append("a C++17 compiler (apt install g++, or set CXX)")
     from selector_backend.engine.catalog import load_catalog
+    from selector_backend.engine.project import load_project
+
+    problems = []
+    if load_project().build_description == "flags":
+        if not _which_any(os.environ.get("CC", ""), os.environ.get("CXX", ""), "cc", "gcc", "clang", "c++"):
+            problems.append("a C/C++ compiler (apt install gcc g++, or set CC/CXX)")
+    elif not _which_any(os.environ.get("CXX", ""), "c++", "g++", "clang++"):
+        problems.append("a C++17 compiler (apt install g++, or set CXX)")
 
     uses = load_catalog().libraries_of(variant)
     if "openssl" in uses and not openssl_headers_found(os.environ):
@@ -108,7 +123,7 @@ def missing_toolchain(variant: Variant, host: HostProfile | None = None) -> list
         )
     if "mpi" in uses and not _mpi_wheel(host) and not _which_any(os.environ.get("MPICC", ""), "mpicc"):
         problems.append("MPI with mpicc (pip install mpich, or apt install libmpich-dev; see recipes/mpi/)")
-    cuda = str(variant["cuda"])
+    cuda = str(variant.get("cuda", "none"))
     if cuda != "none":
         nvcc = _which_any(os.environ.get("CUDACXX", ""), "nvcc", "/usr/local/cuda/bin/nvcc")
         have = nvcc_release(nvcc) if nvcc else None
@@ -142,10 +157,13 @@ def verify_wheel_variant(wheel: Path, variant: Variant, catalog: Catalog) -> Non
     """The wheel's two variant records must both describe exactly ``variant``.
 
     Installers read ``*.dist-info/variant.json``; the import guard reads the
-    package's own ``hvd_selector/variant.json``. A wheel where they disagree
-    would install as one variant and be guarded as another, so it is refused.
+    package's own copy (``hvd_selector/variant.json``, the project's import
+    name). A wheel where they disagree would install as one variant and be
+    guarded as another, so it is refused.
     """
-    guard_copy = f"{catalog.namespace}/variant.json"
+    from selector_backend.engine.project import load_project
+
+    guard_copy = f"{load_project().package(catalog.namespace)}/variant.json"
     with zipfile.ZipFile(wheel) as archive:
         names = [n for n in archive.namelist() if n.endswith(".dist-info/variant.json")]
         if len(names) != 1:
@@ -174,8 +192,13 @@ def build_wheel(
     editable: bool = False,
     metadata_directory: str | None = None,
 ) -> str:
-    """Run scikit-build-core for ``variant``; return the wheel's file name."""
+    """Build ``variant`` with the project's backend; return the wheel's file name."""
+    from selector_backend.engine.project import load_project
+
     check_toolchain(variant)
+    project = load_project()
+    if project.build_description == "flags":
+        return build_with_flags(variant, catalog, project, Path(wheel_directory), editable=editable)
     import tempfile
 
     import scikit_build_core.build as skbuild
@@ -189,3 +212,81 @@ def build_wheel(
         name = str(skbuild.build_wheel(wheel_directory, settings, None))
     verify_wheel_variant(Path(wheel_directory) / name, variant, catalog)
     return name
+
+
+def build_with_flags(
+    variant: Variant, catalog: Catalog, project: ProjectConfig, wheel_directory: Path, *, editable: bool = False
+) -> str:
+    """The project's own PEP 517 backend builds ``variant``: the target's flags in CFLAGS/CXXFLAGS, the project's
+    per-value config settings and environment; then the variant records go into the wheel it made."""
+    import importlib
+
+    from selector_backend.install.wheel_members import DIST_INFO, add_members
+
+    description = describe(variant, catalog, probe_compiler())
+    flags = " ".join(description.target_flags)
+    settings = project.per_value(project.config_settings, variant)
+    added = project.per_value(project.environment, variant)
+    env = {name: f"{os.environ.get(name, '')} {flags}".strip() for name in ("CFLAGS", "CXXFLAGS")}
+    env.update(added)
+    log(
+        f"building {format_variant(variant)} from source with {project.build_backend} ({description.compiler}: {flags})"
+    )
+    backend = importlib.import_module(project.build_backend)
+    hook = backend.build_editable if editable else backend.build_wheel
+    wheel_directory = wheel_directory.resolve()
+    with _fresh_tree(project.root, editable), _environment(env):
+        name = str(hook(str(wheel_directory), settings))
+    package = project.package(catalog.namespace)
+    wheel = wheel_directory / name
+    record = description.variant_json.encode()
+    add_members(
+        wheel,
+        {
+            f"{DIST_INFO}/variant.json": record,
+            f"{package}/variant.json": record,
+            f"{package}/build_config.json": description.build_config_json.encode(),
+        },
+    )
+    if not editable:
+        verify_wheel_variant(wheel, variant, catalog)
+    return name
+
+
+@contextlib.contextmanager
+def _fresh_tree(root: Path, editable: bool) -> Iterator[None]:
+    """Run the backend in a copy of the source tree without its build outputs: a backend that keeps object
+    files (setuptools' build/) would link the previous variant's objects, compiled with other flags, into this
+    one. An editable install builds in place (it points at the tree)."""
+    import tempfile
+
+    if editable:
+        yield
+        return
+    outputs = {"build", "dist", "_skbuild", ".eggs"}
+    with tempfile.TemporaryDirectory(prefix="hvd-variant-") as work:
+        tree = Path(work) / root.name
+        shutil.copytree(
+            root, tree, symlinks=True, ignore=lambda d, names: outputs & set(names) if d == str(root) else ()
+        )
+        before = Path.cwd()
+        os.chdir(tree)
+        try:
+            yield
+        finally:
+            os.chdir(before)
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    """``env`` set while the backend runs in this process, the previous values back afterwards."""
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

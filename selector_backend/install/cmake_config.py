@@ -156,7 +156,7 @@ def describe(variant: Variant, catalog: Catalog, compiler: Compiler) -> BuildDes
     catalog.check(variant)
     target = str(variant["target"])
     flags = targets.optimization_flags(target, targets.compiler_name_for_cmake(compiler.cmake_id), compiler.version)
-    cuda = str(variant["cuda"])
+    cuda = str(variant.get("cuda", "none"))
     line = catalog.cuda_lines.get(cuda)
     toolkit = line.toolkit if line is not None else ""
     archs = tuple(cuda_architectures(variant))

@@ -48,6 +48,31 @@ def core_metadata(pyproject: dict[str, Any], readme_text: str | None = None) -> 
     return "\n".join(lines) + "\n"
 
 
+def has_static_metadata(pyproject: dict[str, Any]) -> bool:
+    """[project] gives name and version and computes nothing (no ``dynamic``): the metadata is pyproject's alone."""
+    project = pyproject.get("project")
+    return isinstance(project, dict) and "name" in project and "version" in project and not project.get("dynamic")
+
+
+def copy_dist_info(wheel: Path, directory: Path) -> str:
+    """The ``.dist-info`` of ``wheel`` (but RECORD) into ``directory``: the metadata of the very wheel pip will get."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        names = [n for n in archive.namelist() if n.split("/")[0].endswith(".dist-info")]
+        if not names:
+            raise InputError(f"{wheel.name}: no .dist-info directory")
+        dist_info = names[0].split("/")[0]
+        for name in names:
+            if ".." in name.split("/") or name.startswith("/"):
+                raise InputError(f"{wheel.name}: member {name!r} leaves its directory")
+            if name.split("/")[0] == dist_info and not name.endswith("/RECORD") and not name.endswith("/"):
+                target = directory / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.read(name))
+    return dist_info
+
+
 def write_dist_info(directory: Path, pyproject: dict[str, Any]) -> str:
     """Write ``{name}-{version}.dist-info`` with METADATA and entry points; return its name."""
     project = pyproject.get("project", {})

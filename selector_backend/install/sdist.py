@@ -28,17 +28,26 @@ import os
 import re
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
+from selector_backend.engine.project import ProjectConfig
 from selector_backend.errors import InputError
 from selector_backend.vendored import VENDOR_PACKAGE, VENDORED
 
 
 def with_index_urls(pyproject_text: str, urls: tuple[str, ...]) -> str:
-    if "[tool.hvd-selector]" in pyproject_text:
-        raise InputError("pyproject.toml already has [tool.hvd-selector]; edit its index-url there instead")
-    line = "index-url = " + json.dumps(list(urls))
-    return pyproject_text.rstrip("\n") + f"\n\n[tool.hvd-selector]\n# embedded by build_sdist -C index-url\n{line}\n"
+    """``index-url`` written into ``[tool.hvd-selector]``: under the project's own table (its description,
+    ``engine/project.py``) when there is one, else in a new table at the end."""
+    line = "# embedded by build_sdist -C index-url\nindex-url = " + json.dumps(list(urls))
+    header = re.search(r"(?m)^\[tool\.hvd-selector\][ \t]*(?:#.*)?$", pyproject_text)
+    if header is None:
+        return pyproject_text.rstrip("\n") + f"\n\n[tool.hvd-selector]\n{line}\n"
+    body = pyproject_text[header.end() :]
+    following = re.search(r"(?m)^\[", body)
+    if re.search(r"(?m)^index-url\s*=", body[: following.start() if following else len(body)]):
+        raise InputError("pyproject.toml already has [tool.hvd-selector] index-url; edit it there instead")
+    return pyproject_text[: header.end()] + "\n" + line + pyproject_text[header.end() :]
 
 
 # Empty, not a marker-only list: pip spawns a pip subprocess for any non-empty list.
@@ -111,8 +120,42 @@ def _import(alias: ast.alias, names: tuple[str, ...]) -> str:
     return f'from {VENDOR_PACKAGE} import {top}; __import__("{VENDOR_PACKAGE}.{alias.name}")'
 
 
-def finish_sdist(sdist: Path, urls: tuple[str, ...], *, vendor: bool = True) -> None:
-    """Rewrite ``sdist`` in place (atomically): index URLs embedded, the backend's imports vendored."""
+BACKEND_PATH = 'backend-path = ["."]  # selector_backend/ is carried in this sdist'
+
+
+def carry_backend(project: ProjectConfig) -> dict[str, bytes]:
+    """What another project's sdist carries besides its own files: this backend (``selector_backend/``, pure
+    Python) and the project's catalog, so that ``pip install`` of the sdist needs no build requirement when a
+    prebuilt fits (the backend-path line ``finish_sdist`` adds points pip at the copy)."""
+    from selector_backend import PACKAGE_DIR
+
+    out: dict[str, bytes] = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        rel = path.relative_to(PACKAGE_DIR)
+        if rel.parts[0] != "_vendor" and "__pycache__" not in rel.parts:
+            out[f"selector_backend/{rel.as_posix()}"] = path.read_bytes()
+    out[project.catalog_path.relative_to(project.root).as_posix()] = project.catalog_path.read_bytes()
+    return out
+
+
+def with_backend_path(pyproject_text: str) -> str:
+    """``backend-path = ["."]`` under ``build-backend`` (a project that carries the backend in its sdist)."""
+    if re.search(r"(?m)^backend-path\s*=", pyproject_text):
+        return pyproject_text
+    text, count = re.subn(
+        r"(?m)^(build-backend\s*=.*)$", lambda m: f"{m.group(1)}\n{BACKEND_PATH}", pyproject_text, count=1
+    )
+    if count != 1:
+        raise InputError("pyproject.toml: no build-backend line in [build-system]")
+    return text
+
+
+def finish_sdist(
+    sdist: Path, urls: tuple[str, ...], *, vendor: bool = True, carried: Mapping[str, bytes] | None = None
+) -> None:
+    """Rewrite ``sdist`` in place (atomically): index URLs embedded, the backend's imports vendored, and
+    ``carried`` files (``carry_backend``) added or replacing the project's copies."""
+    carried = carried or {}
     with tarfile.open(sdist, "r:gz") as source:
         members = [(m, source.extractfile(m).read() if m.isfile() else None) for m in source.getmembers()]  # type: ignore[union-attr]
     top = members[0][0].name.split("/")[0]
@@ -127,13 +170,20 @@ def finish_sdist(sdist: Path, urls: tuple[str, ...], *, vendor: bool = True) -> 
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as out,
         ):
             for member, data in members:
+                if member.name.removeprefix(f"{top}/") in carried:
+                    continue
                 if member.name == f"{top}/pyproject.toml" and data is not None:
                     text = data.decode("utf-8")
                     text = with_index_urls(text, urls) if urls else text
+                    text = with_backend_path(text) if carried else text
                     data = (without_build_requires(text) if vendor else text).encode("utf-8")
                     member.size = len(data)
                 out.addfile(member, io.BytesIO(data) if data is not None else None)
             template = members[0][0]
+            for rel, blob in sorted(carried.items()):
+                info = tarfile.TarInfo(f"{top}/{rel}")
+                info.size, info.mtime, info.mode = len(blob), template.mtime, 0o644
+                out.addfile(info, io.BytesIO(blob))
             for rel, blob in sorted(vendored_files().items()) if vendor else ():
                 info = tarfile.TarInfo(f"{top}/selector_backend/_vendor/{rel}")
                 info.size, info.mtime, info.mode = len(blob), template.mtime, 0o644

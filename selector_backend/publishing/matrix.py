@@ -195,14 +195,14 @@ WORKFLOW_ENV = {
 # ------------------------------------------------------------------ expansion
 def recipes_for(variant: Variant, catalog: Catalog) -> tuple[str, ...]:
     """The manylinux recipes (recipes/<dep>/manylinux.sh) a variant's build needs."""
-    needed = (["cuda"] if variant["cuda"] != "none" else []) + list(catalog.libraries_of(variant))
+    needed = (["cuda"] if variant.get("cuda", "none") != "none" else []) + list(catalog.libraries_of(variant))
     return tuple(f"recipes/{dep}/manylinux.sh" for dep in needed)
 
 
 def excludes_for(variant: Variant, catalog: Catalog) -> tuple[str, ...]:
     """auditwheel --exclude sonames: what the wheel links but the host provides."""
     out: list[str] = []
-    cuda = str(variant["cuda"])
+    cuda = str(variant.get("cuda", "none"))
     if cuda != "none":
         out += [*CUDA_EXCLUDES, f"libcudart.so.{cuda}"]
     uses = catalog.libraries_of(variant)
@@ -222,7 +222,7 @@ def make_job(entry: str, variant: Variant, catalog: Catalog, pythons: Sequence[s
         raise InputError(
             f"{where}: no CI runner builds {family} targets ({target}); runners exist for {', '.join(RUNNERS)}"
         )
-    cuda = str(variant["cuda"])
+    cuda = str(variant.get("cuda", "none"))
     toolkit = None
     if cuda == "none":
         image = CPU_IMAGES[family]

@@ -438,7 +438,19 @@ def build_sdist(source_dir: Path, outdir: Path, index_url: str) -> Path:
     """The sdist with ``index_url`` embedded as its default index (``-C index-url``): what stock pip installs
     from a variant index, whose backend then fetches a labelled wheel from that same index."""
     cmd = [sys.executable, "-m", "build", "--sdist", "--no-isolation", f"-Cindex-url={index_url}", str(source_dir)]
-    return _run_into([*cmd, "--outdir"], outdir, f"building the sdist for {index_url}", pattern="*.tar.gz")
+    what = f"building the sdist for {index_url}"
+    return _run_into([*cmd, "--outdir"], outdir, what, backend_env(source_dir), pattern="*.tar.gz")
+
+
+def backend_env(source_dir: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The build frontend's environment: a project that does not carry this backend in its tree (another
+    project adopting it) is built with this copy, found through PYTHONPATH by the hook process."""
+    from selector_backend import PACKAGE_DIR
+
+    env = dict(os.environ if env is None else env)
+    if not (Path(source_dir) / "selector_backend").is_dir():
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_DIR.parent), env.get("PYTHONPATH")) if p)
+    return env
 
 
 def _uses(variant: Variant, library: str) -> bool:
@@ -476,7 +488,7 @@ def build_one(variant: Variant, outdir: Path, *, source_dir: Path, catalog: Cata
     cmd = [sys.executable, "-m", "build", "--wheel", f"-Cvariant={format_variant(variant)}", str(source_dir)]
     if not isolated:
         cmd.insert(4, "--no-isolation")
-    env = dict(os.environ)
+    env = backend_env(source_dir)
     if _uses(variant, "mpi") and catalog.mpi_abi:
         mpicc = mpicc_for(catalog.mpi_abi)
         if mpicc:

@@ -79,7 +79,7 @@ def _own_values(axis: str, catalog: Catalog) -> tuple[str, ...]:
 
 def _axes(catalog: Catalog) -> list[str]:
     """Our namespace's features, ordered as ``resolve.variant_rank`` weighs them: tensor_ops, target, the rest."""
-    rest = [a for a in variant_json.OWN_FEATURES if a in catalog.axes and a not in ("tensor_ops", "target")]
+    rest = [a for a in variant_json.own_axes(catalog) if a != "tensor_ops"]
     return [a for a in ("tensor_ops", "target") if a in catalog.axes] + rest
 
 

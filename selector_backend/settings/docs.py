@@ -30,9 +30,10 @@ class Documented(NamedTuple):
         return self.option.host_fact
 
 
-def field_docs() -> dict[tuple[str, str], str]:
-    """(class name, field name) -> the string literal that follows the field."""
-    tree = ast.parse(Path(model.__file__).read_text(encoding="utf-8"))
+def field_docs(source: Path | None = None) -> dict[tuple[str, str], str]:
+    """(class name, field name) -> the string literal that follows the field, in ``source`` (default: the
+    settings model; ``engine/project.py``'s ProjectConfig is documented the same way)."""
+    tree = ast.parse((source or Path(model.__file__)).read_text(encoding="utf-8"))
     out: dict[tuple[str, str], str] = {}
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):

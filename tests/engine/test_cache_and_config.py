@@ -76,7 +76,8 @@ def populated(tmp_path: Path, cli: Cli) -> Path:
     source.write_bytes(BLOB)
     fetch.cached_download(source.as_uri(), DIGEST, "blob.bin", cache)
     plan_reuse.store(cache, "f" * 64, {"kind": "source"})
-    assert cli("resolve", "--json", env={"HVD_SELECTOR_CACHE_DIR": str(cache)}).rc == 0  # the catalog memo
+    # the memos of the catalog and of the pyproject.toml that names it (engine/project.py)
+    assert cli("resolve", "--json", env={"HVD_SELECTOR_CACHE_DIR": str(cache)}).rc == 0
     return cache
 
 
@@ -95,7 +96,7 @@ def test_cache_dir_and_info(cli: Cli, tmp_path: Path) -> None:
     assert kinds["wheels"]["files"] == 1 and kinds["wheels"]["bytes"] == len(BLOB)
     assert kinds["locks"]["files"] == 1
     assert kinds["plans"]["files"] == 1
-    assert kinds["catalog-memos"]["files"] == 1
+    assert kinds["catalog-memos"]["files"] == 2
     assert kinds["index-pages"]["files"] == 0
     text = cli("cache", "info", env={"HVD_SELECTOR_CACHE_DIR": str(cache)}).out
     assert text.splitlines()[0] == f"cache-dir: {cache} (from HVD_SELECTOR_CACHE_DIR)"

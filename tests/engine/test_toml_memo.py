@@ -122,7 +122,9 @@ def test_a_warm_resolve_does_not_import_the_toml_parser(tmp_path: Path) -> None:
     imported = {line.split("|")[-1].strip() for line in second.stderr.splitlines() if line.startswith("import time:")}
     assert "selector_backend.engine.catalog" in imported
     assert "tomllib" not in imported
-    assert len(memos(tmp_path / "xdg-cache" / "hvd-selector")) == 1
+    # one memo each: the catalog, and the pyproject.toml that names it (engine/project.py)
+    names = sorted(p.name for p in memos(tmp_path / "xdg-cache" / "hvd-selector"))
+    assert len(names) == 2 and names[0].endswith("_pyproject_toml.json") and names[1].endswith("_catalog_toml.json")
 
 
 @pytest.mark.parametrize("how", ["HVD_SELECTOR_CACHE_DIR", "-C cache-dir"])
@@ -132,5 +134,5 @@ def test_the_memo_goes_to_the_configured_cache_dir(tmp_path: Path, how: str) -> 
         _resolve(_clean_env(tmp_path, HVD_SELECTOR_CACHE_DIR=str(configured)))
     else:
         _resolve(_clean_env(tmp_path), "-C", f"cache-dir={configured}")
-    assert len(memos(configured)) == 1
+    assert len(memos(configured)) == 2  # the catalog's and the pyproject.toml's
     assert not (tmp_path / "xdg-cache").exists()

@@ -73,10 +73,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from selector_backend.engine.catalog import load_catalog
+    from selector_backend.engine.project import load_project
     from selector_backend.errors import InputError
     from selector_backend.publishing import matrix, publish
 
-    catalog = load_catalog(args.catalog)
+    project = load_project(args.source)  # the project in --source, else the one in the current directory
+    catalog = load_catalog(args.catalog or (project.catalog_path if project.declared else None))
     if args.publish_only is not None:
         if not args.publish_only.is_dir():
             raise InputError(f"--publish-only {args.publish_only}: not a directory")
@@ -127,9 +129,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"would build {job.name}: {job.variant_string}")
         return 0
 
-    from selector_backend import PACKAGE_DIR
-
-    source = args.source or PACKAGE_DIR.parent
+    source = _source(args)
     bar = publish.Progress(len(todo), "building")
     built = []
     with tempfile.TemporaryDirectory(prefix="hvd-raw-") as raw_root:
@@ -157,11 +157,21 @@ def _index_sdist(args: argparse.Namespace) -> list[Path]:
     """The sdist that knows this index (``--index-url``), built from the source tree into the wheelhouse."""
     if args.index_url is None:
         return []
-    from selector_backend import PACKAGE_DIR
     from selector_backend.publishing import publish
 
-    source = args.source or PACKAGE_DIR.parent
+    source = _source(args)
     return [publish.build_sdist(source, args.wheelhouse / "sdist", args.index_url)]
+
+
+def _source(args: argparse.Namespace) -> Path:
+    """--source, else the project of the current directory (a project of its own: its root; else this checkout)."""
+    from selector_backend import PACKAGE_DIR
+    from selector_backend.engine.project import load_project
+
+    if args.source is not None:
+        return Path(args.source)
+    project = load_project()
+    return project.root if project.declared else PACKAGE_DIR.parent
 
 
 def _files(folder: Path, pattern: str) -> list[Path]:

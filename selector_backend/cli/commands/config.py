@@ -34,13 +34,9 @@ def run(args: argparse.Namespace) -> int:
 
     pyproject = None
     if args.pyproject is not None:
-        from selector_backend.errors import InputError
-        from selector_backend.files.tomlfile import load_toml
+        from selector_backend.engine.project import read_pyproject
 
-        table = load_toml(args.pyproject).data.get("tool", {}).get("hvd-selector", {})
-        if not isinstance(table, dict):
-            raise InputError(f"{args.pyproject}: [tool.hvd-selector] must be a table")
-        pyproject = table
+        pyproject = dict(read_pyproject(args.pyproject).settings_table)
     rows = effective(settings_from_args(args, pyproject=pyproject))
     files = [(path, path.is_file()) for path in config_file_candidates()]
     if args.json:

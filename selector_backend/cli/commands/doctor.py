@@ -69,7 +69,7 @@ def gpu_build_advice(selection: Any, dist: Any) -> dict[str, Any] | None:
         best = selection.require_source_build()
     except SelectorError:
         best = None
-    if best is None or best["cuda"] == "none":
+    if best is None or best.get("cuda", "none") == "none":
         why = selection.resolution.notes[0] if selection.resolution.notes else "no GPU build fits this host"
         return {"gpu_build": None, "needs": [], "command": None, "why": why}
     return {
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
             fixes.append(extra_command(dist, sys.executable, problem.add_extra))
         if problem.uninstall:
             fixes.append(uninstall_command(dist, sys.executable, problem.uninstall))
-    gpu = gpu_build_advice(selection, dist) if runs and build["cuda"] == "none" else None
+    gpu = gpu_build_advice(selection, dist) if runs and build.get("cuda", "none") == "none" else None
     best = selection.require_source_build()
     index_recorded = dist is not None and dist.origin is not None and bool(dist.origin.index_urls)
     report: dict[str, Any] = {

@@ -234,6 +234,10 @@ def _print_pick(result: Any) -> None:
         print(f"note: {note}")
 
 
+#: The axes the generated package.py reads (interop/spack/package_py.py is written for hvd-selector's catalog).
+PACKAGE_AXES = ("target", "cuda", "cuda_arch", "tensor_ops", "controllers", "frameworks")
+
+
 def _package(args: argparse.Namespace) -> int:
     from selector_backend.engine.catalog import load_catalog, require_checkout
     from selector_backend.errors import MismatchError
@@ -249,6 +253,14 @@ def _package(args: argparse.Namespace) -> int:
     if (args.check or args.write) and args.repo is None:
         require_checkout(f"spack package {'--check' if args.check else '--write'}", "--repo DIR")
     catalog = load_catalog(args.catalog)
+    missing = [axis for axis in PACKAGE_AXES if axis not in catalog.axes]
+    if missing:
+        from selector_backend.errors import InputError
+
+        raise InputError(
+            f"spack package: the generated package.py is hvd-selector's and reads the axes {', '.join(PACKAGE_AXES)}; "
+            f"{catalog.name}'s catalog has no {', '.join(missing)} (docs: Package your own project)"
+        )
     path = package_path(catalog, args.repo)
     sdists = load_sdists(sdists_path(catalog, args.repo))
     text = render_package(catalog, sdists)
