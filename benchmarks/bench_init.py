@@ -11,8 +11,9 @@ interleaved (hvd_selector, torch, hvd_selector, torch ...), best round kept:
   a rank's ``init()`` does through the store today (``buildmix.exchange``
   and ``tcp_mesh.cpp``'s ``connect_mesh``): set its build record, rank 0
   gets every record and sets the verdict, everyone gets the verdict and
-  rank 0's mesh nonce, sets its data address and gets the address of every
-  lower rank. The time is from the go signal (clients not yet connected) to
+  rank 0's mesh nonce, sets its data address and gets the address of each
+  lower rank it connects to (``_ring_peers``: about 2·log2(p) peers, not p-1).
+  The time is from the go signal (clients not yet connected) to
   the last client done, so it includes connecting and the handshake.
 * **full init** at --init-ranks (default 4,8,16): real rank processes
   (forked from one parent that imported both libraries, so interpreter
@@ -66,8 +67,20 @@ def _init_pattern(rank: int, size: int, set_: Any, get: Any) -> None:
     get("build/verdict")
     get("tcp/nonce")
     set_(f"tcp/addr/{rank}", ADDRESS)
-    for lower in range(rank):
+    for lower in sorted(q for q in _ring_peers(rank, size) if q < rank):
         get(f"tcp/addr/{lower}")
+
+
+def _ring_peers(rank: int, size: int) -> set[int]:
+    """The ranks r ± 2^k: the bulk of the core's ``algorithm_peers`` (tcp_algorithms.cpp), whose
+    connections are the only ones ``init()`` makes; on a size that is not a power of two the core
+    adds the recursive-doubling fold partners, at most log2(size) + 1 more, which this leaves out."""
+    peers = set()
+    distance = 1
+    while distance < size:
+        peers.update({(rank + distance) % size, (rank - distance) % size})
+        distance *= 2
+    return peers - {rank}
 
 
 def _hvd_client(host: str, port: int, secret: bytes, rank: int, size: int) -> None:
