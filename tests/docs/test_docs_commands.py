@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
 
 from ci import quickstart
+from devtools.venvs import make_venv
 
 from .runnable import Block, find_blocks, pattern, script, split_output
 
@@ -44,7 +44,7 @@ def docs_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def docs_venv(docs_work: Path) -> Path:
     env_dir = docs_work / "venv"
-    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
+    make_venv(env_dir)
     return env_dir
 
 

@@ -13,13 +13,12 @@ import json
 import shutil
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
 
 from devtools import native_builds
-from devtools.venvs import user_env
+from devtools.venvs import make_venv, user_env
 from selector_backend.files.tomlfile import load_toml
 
 pytest.importorskip("torch")
@@ -86,8 +85,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _venv(path: Path, *wheels: Path) -> Path:
-    venv.EnvBuilder(with_pip=True, system_site_packages=True, clear=True).create(path)
-    python = path / "bin" / "python"
+    python = make_venv(path, system_site_packages=True) / "python"
     for wheel in wheels:  # one by one: the order is part of what is tested
         proc = subprocess.run(
             [str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
