@@ -19,6 +19,7 @@ from pathlib import Path
 
 from selector_backend.engine.reinstall import ORIGIN_FILE, InstallOrigin
 from selector_backend.errors import IntegrityError
+from selector_backend.files.archives import open_zip
 
 
 def record_row(name: str, data: bytes) -> str:
@@ -29,7 +30,7 @@ def record_row(name: str, data: bytes) -> str:
 
 def add_origin(wheel: Path, origin: InstallOrigin) -> None:
     """Rewrite ``wheel`` in place (atomically) with ``{dist-info}/hvd_selector_origin.json``."""
-    with zipfile.ZipFile(wheel) as source:
+    with open_zip(wheel, what="wheel") as source:  # verified or built here, and still bounded
         infos = source.infolist()
         records = [i.filename for i in infos if i.filename.count("/") == 1 and i.filename.endswith(".dist-info/RECORD")]
         if len(records) != 1:

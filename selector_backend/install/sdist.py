@@ -30,7 +30,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from selector_backend.errors import InputError
+from selector_backend.errors import ExternalError, InputError
+from selector_backend.files.archives import read_tar
 from selector_backend.vendored import VENDOR_PACKAGE, VENDORED
 
 
@@ -113,8 +114,7 @@ def _import(alias: ast.alias, names: tuple[str, ...]) -> str:
 
 def finish_sdist(sdist: Path, urls: tuple[str, ...], *, vendor: bool = True) -> None:
     """Rewrite ``sdist`` in place (atomically): index URLs embedded, the backend's imports vendored."""
-    with tarfile.open(sdist, "r:gz") as source:
-        members = [(m, source.extractfile(m).read() if m.isfile() else None) for m in source.getmembers()]  # type: ignore[union-attr]
+    members = read_tar(sdist, error=ExternalError)  # the sdist just built, read under the same bounds
     top = members[0][0].name.split("/")[0]
     fd, tmp = tempfile.mkstemp(dir=sdist.parent, prefix=f".{sdist.name}.", suffix=".tmp")
     os.close(fd)
