@@ -50,7 +50,7 @@ from selector_backend.jobs.limits import GRACE_SECONDS, REPORT_SECONDS
 from selector_backend.jobs.rendezvous import StoreServer
 
 POLL_SECONDS = 0.05
-REMOTE_MARGIN_SECONDS = 3.0  # after the grace: a remote stub's own SIGKILL has had time to report back
+REMOTE_MARGIN_SECONDS = 3.0  # after the grace: a remote supervisor's own SIGKILL has had time to report back
 DRAIN_SECONDS = 2.0  # after the last rank ended: its output still in the pipes
 FORWARD_PREFIXES = ("HVD_SELECTOR_", "HOROVOD_", "PYTHONPATH", "NCCL_", "OMP_NUM_THREADS")
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
