@@ -45,10 +45,16 @@ static_assert(HVD_PLUGIN_SUM == static_cast<int>(HVD_SUM) &&
 namespace {
 
 std::atomic<bool> g_peer_failed{false};  // a peer failed or timed out since init
+std::atomic<bool> g_failed_ever{false};  // ... since the process started
 
 }  // namespace
 
-void note_peer_failure() { g_peer_failed = true; }
+void note_peer_failure() {
+  g_peer_failed = true;
+  g_failed_ever = true;
+}
+
+bool collective_failed_ever() { return g_failed_ever; }
 
 namespace gpu {
 namespace {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "backend.h"
 #include "common.h"
 #include "kernels_cpu.h"
+#include "state.h"
 
 namespace hvd {
 namespace {
@@ -89,15 +92,36 @@ std::vector<int> displacements(const std::vector<int>& counts) {
 // MPI starts at most once per process (MPI_Init after MPI_Finalize is an
 // error that aborts), so shutdown() frees only the communicators and a later
 // init() reuses the running MPI; when this library started MPI, the process's
-// exit finalises it (a static object's destructor, after Python's own exit
-// handlers have run shutdown()).
-struct FinalizeAtExit {
-  ~FinalizeAtExit() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);  // another owner (mpi4py) may have done it already
-    if (!finalized) MPI_Finalize();
+// exit finalises it (an exit handler, after Python's own exit handlers have
+// run shutdown()). After a collective failed on a peer (died, SIGSTOPped,
+// timed out over shared memory) MPI_Finalize would wait for that peer for
+// good (Open MPI's finalize fence), so the job is ended with MPI_Abort
+// instead: mpiexec then stops every rank, the stopped one included.
+void leave_mpi(int status) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);  // another owner (mpi4py) may have done it already
+  if (finalized) return;
+  if (!collective_failed_ever()) {
+    MPI_Finalize();
+    return;
   }
+  int code = status != 0 ? status : 1;
+  std::fprintf(
+      stderr,
+      "hvd_selector: a collective failed in this process (a peer died, stopped or timed out), so MPI "
+      "cannot finalise with it: ending the job with MPI_Abort(MPI_COMM_WORLD, %d)\n",
+      code);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+#ifdef __GLIBC__
+void leave_mpi_at_exit(int status, void*) { leave_mpi(status); }  // on_exit: gets the exit status
+#else
+struct LeaveAtExit {
+  ~LeaveAtExit() { leave_mpi(1); }
 };
+#endif
 
 void start_mpi() {
   int initialized = 0, finalized = 0;
@@ -110,7 +134,11 @@ void start_mpi() {
   if (initialized) return;
   int provided = 0;
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init");
-  static FinalizeAtExit finalize_at_exit;  // constructed once, after MPI_Init: destroyed at exit
+#ifdef __GLIBC__
+  on_exit(leave_mpi_at_exit, nullptr);  // registered once, after MPI_Init: runs at exit
+#else
+  static LeaveAtExit leave_at_exit;  // constructed once, after MPI_Init: destroyed at exit
+#endif
 }
 
 class MpiBackend : public Backend {
@@ -138,9 +166,11 @@ class MpiBackend : public Backend {
   ~MpiBackend() override {
     // Another owner (mpi4py's atexit hook) may have finalised MPI already:
     // then nothing may be called any more. MPI itself stays up (start_mpi).
+    // After a failed collective the communicators are left as they are: freeing one may wait for
+    // the peer that failed, and the process ends with MPI_Abort (leave_mpi).
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (finalized) return;
+    if (finalized || collective_failed_ever()) return;
     for (hvd_op op : {HVD_SUM, HVD_MIN, HVD_MAX, HVD_PRODUCT}) {
       MPI_Op_free(&f16_ops_[op]);
       MPI_Op_free(&bf16_ops_[op]);

@@ -32,6 +32,10 @@ void set_last_error(const std::string& message);
 // A peer failed or timed out (any op, any thread): at shutdown the GPU
 // communicator is aborted instead of left with the peers (gpu_loader.cpp).
 void note_peer_failure();
+// Whether any collective of this process has failed on a peer or timed out,
+// ever (never reset: an MPI job cannot finalise with a peer that stopped, so
+// the MPI backend aborts at exit instead; mpi_backend.cpp).
+bool collective_failed_ever();
 
 // Run fn, turning exceptions into a status + hvd_last_error().
 template <typename Fn>

@@ -241,15 +241,15 @@ def pinned_prebuilt(candidates: Any, pin: str, unreadable: list[ExternalError]) 
     """
     import re
 
-    match = re.fullmatch(r"([0-9a-z._]{1,16})(?::([0-9a-f]{64}))?", pin)
+    match = re.fullmatch(r"([0-9a-z._]{1,16})(?::([0-9a-fA-F]{64}))?", pin)
     if match is None:
         raise NothingFitsError(f"variant-label {pin!r} is not LABEL or LABEL:SHA256 (64 hex digits)")
-    label, sha256 = match.groups()
+    label, sha256 = match.group(1), (match.group(2) or "").lower() or None  # hex in either case, as pip's hashes
     if unreadable:
         raise NothingFitsError(f"variant-label {pin}: the variant index could not be read ({unreadable[0]})")
     named = [r for r in candidates if r.candidate.extra.get("label") == label]
     if sha256 is not None:
-        named = [r for r in named if r.candidate.extra.get("sha256") == sha256]
+        named = [r for r in named if str(r.candidate.extra.get("sha256", "")).lower() == sha256]
     fitting = [r for r in named if r.compatible]
     if fitting:
         return fitting[0]
@@ -369,7 +369,8 @@ def _fetch_prebuilt(plan: Plan) -> Path:
         extra["filename"],
         settings.cache_dir,
         deadline=settings.download_timeout,
-        check=lambda wheel: verify_wheel_variant(wheel, plan.variant, load_catalog()),  # a refused wheel is not kept
+        # a refused wheel is not kept; the check sees the download's temporary file, so it names the wheel
+        check=lambda wheel: verify_wheel_variant(wheel, plan.variant, load_catalog(), label=extra["filename"]),
         **settings.fetch_options(),
     )
 

@@ -20,7 +20,6 @@ import contextlib
 import os
 import shutil
 import sys
-import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from selector_backend.engine.nccl_pairing import NCCL_WHEEL
 from selector_backend.engine.project import ProjectConfig
 from selector_backend.engine.variant import Variant, format_variant
 from selector_backend.errors import ExternalError, IntegrityError
+from selector_backend.files.archives import open_zip
 from selector_backend.install.cmake_config import describe, probe_compiler, write_description
 from selector_backend.install.wheelcheck import read_member
 
@@ -153,35 +153,37 @@ def skbuild_settings(description: Path) -> dict[str, Any]:
     return {"cmake.define.HVD_BUILD_DESCRIPTION": str(description)}
 
 
-def verify_wheel_variant(wheel: Path, variant: Variant, catalog: Catalog) -> None:
+def verify_wheel_variant(wheel: Path, variant: Variant, catalog: Catalog, label: str | None = None) -> None:
     """The wheel's two variant records must both describe exactly ``variant``.
 
     Installers read ``*.dist-info/variant.json``; the import guard reads the
     package's own copy (``hvd_selector/variant.json``, the project's import
     name). A wheel where they disagree would install as one variant and be
-    guarded as another, so it is refused.
+    guarded as another, so it is refused. ``label`` names the wheel in errors
+    (``wheel`` may be a download's temporary file).
     """
     from selector_backend.engine.project import load_project
 
+    label = label or wheel.name
     guard_copy = f"{load_project().package(catalog.namespace)}/variant.json"
-    with zipfile.ZipFile(wheel) as archive:
+    with open_zip(wheel, label, what="wheel") as archive:
         names = [n for n in archive.namelist() if n.endswith(".dist-info/variant.json")]
         if len(names) != 1:
-            raise IntegrityError(f"{wheel.name}: expected one .dist-info/variant.json, found {len(names)}")
+            raise IntegrityError(f"{label}: expected one .dist-info/variant.json, found {len(names)}")
         if guard_copy not in archive.namelist():
-            raise IntegrityError(f"{wheel.name}: has no {guard_copy} (the import guard's record of the build)")
+            raise IntegrityError(f"{label}: has no {guard_copy} (the import guard's record of the build)")
         records = [  # bounded reads: a hostile variant.json may inflate to gigabytes
-            variant_json.parse(read_member(archive, name), catalog, source=f"{wheel.name}:{name}")[1]
+            variant_json.parse(read_member(archive, name, wheel=label), catalog, source=f"{label}:{name}")[1]
             for name in (names[0], guard_copy)
         ]
     built, guarded = records
     if guarded != built:
         raise IntegrityError(
-            f"{wheel.name}: {guard_copy} says {format_variant(guarded)} but {names[0]} says "
+            f"{label}: {guard_copy} says {format_variant(guarded)} but {names[0]} says "
             f"{format_variant(built)}; refusing a wheel whose records disagree"
         )
     if built != variant:
-        raise IntegrityError(f"{wheel.name} was built as {format_variant(built)}, not {format_variant(variant)}")
+        raise IntegrityError(f"{label} was built as {format_variant(built)}, not {format_variant(variant)}")
 
 
 def build_wheel(

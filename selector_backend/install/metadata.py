@@ -56,9 +56,9 @@ def has_static_metadata(pyproject: dict[str, Any]) -> bool:
 
 def copy_dist_info(wheel: Path, directory: Path) -> str:
     """The ``.dist-info`` of ``wheel`` (but RECORD) into ``directory``: the metadata of the very wheel pip will get."""
-    import zipfile
+    from selector_backend.files.archives import open_zip
 
-    with zipfile.ZipFile(wheel) as archive:
+    with open_zip(wheel, error=InputError, what="wheel") as archive:  # bounded before the directory is parsed
         names = [n for n in archive.namelist() if n.split("/")[0].endswith(".dist-info")]
         if not names:
             raise InputError(f"{wheel.name}: no .dist-info directory")

@@ -32,7 +32,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from selector_backend.engine.project import ProjectConfig
-from selector_backend.errors import InputError
+from selector_backend.errors import ExternalError, InputError
+from selector_backend.files.archives import read_tar
 from selector_backend.vendored import VENDOR_PACKAGE, VENDORED
 
 
@@ -156,8 +157,7 @@ def finish_sdist(
     """Rewrite ``sdist`` in place (atomically): index URLs embedded, the backend's imports vendored, and
     ``carried`` files (``carry_backend``) added or replacing the project's copies."""
     carried = carried or {}
-    with tarfile.open(sdist, "r:gz") as source:
-        members = [(m, source.extractfile(m).read() if m.isfile() else None) for m in source.getmembers()]  # type: ignore[union-attr]
+    members = read_tar(sdist, error=ExternalError)  # the sdist just built, read under the same bounds
     top = members[0][0].name.split("/")[0]
     fd, tmp = tempfile.mkstemp(dir=sdist.parent, prefix=f".{sdist.name}.", suffix=".tmp")
     os.close(fd)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from selector_backend.errors import IntegrityError
+from selector_backend.files.archives import open_zip
 
 DIST_INFO = "{dist-info}"  # a member name's stand-in for the wheel's own .dist-info directory
 
@@ -30,7 +31,7 @@ def record_row(name: str, data: bytes) -> str:
 def add_members(wheel: Path, members: Mapping[str, bytes]) -> None:
     """Rewrite ``wheel`` in place (atomically) with ``members`` added or replaced (``{dist-info}/NAME`` names a
     member of its .dist-info directory)."""
-    with zipfile.ZipFile(wheel) as source:
+    with open_zip(wheel, what="wheel") as source:  # verified or built here, and still bounded
         infos = source.infolist()
         records = [i.filename for i in infos if i.filename.count("/") == 1 and i.filename.endswith(".dist-info/RECORD")]
         if len(records) != 1:

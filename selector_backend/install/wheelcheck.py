@@ -5,7 +5,8 @@ honest: a hostile index can list a wheel whose members escape the install
 directory (``../``, absolute paths) or whose small metadata files inflate to
 gigabytes. pip would then leave a partial install, or the backend would run
 out of memory reading variant.json. Both are refused here, from the zip's
-directory alone, before anything is extracted or cached.
+directory alone, before anything is extracted or cached; a directory too large
+to parse is refused from its end record before that (``files/archives.py``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import zipfile
 from pathlib import Path
 
 from selector_backend.errors import IntegrityError
+from selector_backend.files.archives import open_zip
 
-MAX_MEMBERS = 100_000
 MAX_METADATA_BYTES = 1 << 20  # variant.json, METADATA, RECORD … are kilobytes
 METADATA_SUFFIXES = (".dist-info/variant.json", "/variant.json", ".dist-info/METADATA", ".dist-info/WHEEL")
 
@@ -34,15 +35,11 @@ def unsafe_member(name: str) -> str | None:
 
 
 def check_wheel(path: Path, label: str | None = None) -> None:
-    """Refuse a wheel that is not a zip, escapes its directory, or carries inflated metadata."""
+    """Refuse a wheel that is not a zip, lists too many members, escapes its directory, or carries
+    inflated metadata."""
     label = label or path.name
-    try:
-        with zipfile.ZipFile(path) as archive:
-            infos = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise IntegrityError(f"{label}: not a readable wheel ({exc}); refusing it") from None
-    if len(infos) > MAX_MEMBERS:
-        raise IntegrityError(f"{label}: {len(infos)} members is over the {MAX_MEMBERS} limit; refusing it")
+    with open_zip(path, label, what="wheel") as archive:
+        infos = archive.infolist()
     for info in infos:
         why = unsafe_member(info.filename)
         if why:
@@ -54,9 +51,13 @@ def check_wheel(path: Path, label: str | None = None) -> None:
             )
 
 
-def read_member(archive: zipfile.ZipFile, name: str, limit: int = MAX_METADATA_BYTES) -> bytes:
-    """A member's bytes, never more than ``limit`` (the declared size can lie; the read is capped too)."""
-    label = f"{Path(archive.filename or 'wheel').name}:{name}"
+def read_member(
+    archive: zipfile.ZipFile, name: str, limit: int = MAX_METADATA_BYTES, *, wheel: str | None = None
+) -> bytes:
+    """A member's bytes, never more than ``limit`` (the declared size can lie; the read is capped too).
+
+    ``wheel`` names the wheel in errors (the file may be a download's temporary file)."""
+    label = f"{wheel or Path(archive.filename or 'wheel').name}:{name}"
     try:
         info = archive.getinfo(name)
         if info.file_size > limit:

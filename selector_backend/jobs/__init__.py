@@ -13,6 +13,6 @@ __all__ = [
     "limits",
     "output",
     "rank_settings",
-    "remote_stub",
     "rendezvous",
+    "supervisor",
 ]

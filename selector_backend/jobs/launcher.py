@@ -3,9 +3,10 @@
 Gloo builds: the launcher runs the authenticated rendezvous store
 (rendezvous.StoreServer), gives each rank its identity and the one-time
 secret through the environment, and watches every rank. Ranks on other hosts
-start over ssh (as horovodrun does) behind a small stub (remote_stub.py) that
-gets the secret on ssh's stdin, never on a command line. MPI builds defer to
-the mpiexec of the MPI the core was linked against.
+start over ssh (as horovodrun does); every rank, here or there, runs behind a
+supervisor (supervisor.py) that gets the secret on its stdin, never on a command
+line, and stops the rank and all it started when the launcher goes, even by
+SIGKILL. MPI builds defer to the mpiexec of the MPI the core was linked against.
 
 What the launcher guarantees (docs/guide/launcher.md):
 
@@ -15,9 +16,10 @@ What the launcher guarantees (docs/guide/launcher.md):
 * SIGTERM, SIGINT and SIGHUP sent to the launcher go to every rank's process
   group, here and on remote hosts; SIGKILL follows after the grace period
   (at once on a second signal), and the launcher exits with 128 + the signal;
-* every rank runs in a process group of its own that is killed when the rank
-  ends, and local ranks are killed by the kernel if the launcher itself is
-  killed (PR_SET_PDEATHSIG): nothing outlives the job;
+* every rank runs in a process group of its own behind a supervisor that is
+  its subreaper: when the rank ends, its group and every orphan it left are
+  killed, and when the launcher dies (even by SIGKILL) the supervisor stops the
+  rank as a signal would: nothing outlives the job;
 * output is passed on as it comes, in bounded chunks (output.py), and the
   launcher reads it to the end before it exits.
 """
@@ -48,11 +50,12 @@ from selector_backend.jobs.limits import GRACE_SECONDS, REPORT_SECONDS
 from selector_backend.jobs.rendezvous import StoreServer
 
 POLL_SECONDS = 0.05
-REMOTE_MARGIN_SECONDS = 3.0  # after the grace: a remote stub's own SIGKILL has had time to report back
+REMOTE_MARGIN_SECONDS = 3.0  # after the grace: a remote supervisor's own SIGKILL has had time to report back
 DRAIN_SECONDS = 2.0  # after the last rank ended: its output still in the pipes
 FORWARD_PREFIXES = ("HVD_SELECTOR_", "HOROVOD_", "PYTHONPATH", "NCCL_", "OMP_NUM_THREADS")
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-REMOTE_STUB = (Path(__file__).with_name("remote_stub.py")).read_text(encoding="utf-8")
+SUPERVISOR_FILE = Path(__file__).with_name("supervisor.py")
+SUPERVISOR = SUPERVISOR_FILE.read_text(encoding="utf-8")  # sent to remote hosts as python -c SUPERVISOR
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -218,30 +221,29 @@ class _Rank:
         return True
 
     def send(self, signum: int) -> None:
-        """Pass a signal to the rank's process group (here) or to its stub (remote)."""
+        """Pass a signal to the rank's supervisor, which passes it to the rank's process group."""
         if self.ended:
             return
         self.sent = self.sent or signum
-        if self.proc.stdin is None:
-            _signal_group(self.proc.pid, signum)
-            return
+        assert self.proc.stdin is not None
         with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.write(f"{signum}\n".encode())
             self.proc.stdin.flush()
 
     def kill(self, remote_deadline_passed: bool) -> None:
-        """SIGKILL here; a remote rank's stub kills on its own at the same deadline, its ssh only if it hangs."""
+        """SIGKILL here; a remote rank's supervisor kills on its own at the same deadline, its ssh only if it hangs."""
         if self.ended:
             return
         self.sent = self.sent or signal.SIGKILL
         self.killed = True
-        if self.proc.stdin is None:
-            _signal_group(self.proc.pid, signal.SIGKILL)
+        if self.slot.local:
+            self.send(signal.SIGKILL)
         else:
+            assert self.proc.stdin is not None
             with contextlib.suppress(OSError, ValueError):
                 self.proc.stdin.close()
-            if remote_deadline_passed:
-                self.proc.kill()
+        if remote_deadline_passed:
+            self.proc.kill()  # a supervisor that does not answer: the rank dies with it (PR_SET_PDEATHSIG)
 
 
 @contextlib.contextmanager
@@ -269,7 +271,7 @@ def _ssh_argv(slot: Slot, remote: Remote, env: Mapping[str, str], command: Seque
         argv += ["-i", remote.identity_file]
     exports = [f"{k}={v}" for k, v in sorted(env.items()) if k != "HVD_SELECTOR_SECRET"]
     line = f"cd {shlex.quote(os.getcwd())} 2>/dev/null; exec env " + " ".join(shlex.quote(e) for e in exports)
-    line += f" {shlex.quote(sys.executable)} -c {shlex.quote(REMOTE_STUB)} {grace:g} " + shlex.join(command)
+    line += f" {shlex.quote(sys.executable)} -c {shlex.quote(SUPERVISOR)} {grace:g} " + shlex.join(command)
     return [*argv, "--", slot.host, line]  # "--": the host (already checked) is never read as an option
 
 
@@ -277,24 +279,38 @@ def _start(
     slot: Slot,
     argv: list[str],
     env: dict[str, str],
-    secret: bytes | None,
+    secret: bytes,
     terminals: tuple[output.Terminal, output.Terminal],
     out: Output,
     files: tuple[IO[bytes] | None, IO[bytes] | None],
 ) -> _Rank:
-    """Start one rank (remote: ``secret`` goes to its stub's stdin, kept open for signals) and relay its output."""
-    proc = subprocess.Popen(
-        argv,
-        env=env,
-        stdin=subprocess.PIPE if secret is not None else None,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=_die_with_launcher,  # a dead launcher's ssh ends too: its remote stub then stops the rank
-    )
-    if proc.stdin is not None and secret is not None:
-        proc.stdin.write(secret.hex().encode() + b"\n")
-        proc.stdin.flush()
+    """Start one rank behind its supervisor (here, or over ssh); the secret, then signals, go to the
+    supervisor's stdin, kept open; its output is relayed."""
+    stdin_copy = None
+    if slot.local:  # the rank reads the launcher's stdin, as it always did; the supervisor reads the pipe
+        with contextlib.suppress(OSError):
+            stdin_copy = os.dup(0)
+        fd_option = ["--stdin-fd", str(stdin_copy)] if stdin_copy is not None else []
+        argv = [sys.executable, str(SUPERVISOR_FILE), *fd_option, *argv]
+    try:
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=(stdin_copy,) if stdin_copy is not None else (),
+            # ssh ends with a dead launcher (its remote supervisor then stops the rank); a local
+            # supervisor sees its stdin close and must live on to stop what the rank started
+            preexec_fn=None if slot.local else _die_with_launcher,
+        )
+    finally:
+        if stdin_copy is not None:
+            os.close(stdin_copy)
+    assert proc.stdin is not None
+    proc.stdin.write(secret.hex().encode() + b"\n")
+    proc.stdin.flush()
     label = f"[{slot.rank}] ".encode() if out.label else b""
     relays = []
     for stream, terminal, copy in zip((proc.stdout, proc.stderr), terminals, files, strict=True):
@@ -354,8 +370,9 @@ def launch_gloo(
                 if remote.network_interface:
                     rank_env["HVD_SELECTOR_IFACE"] = remote.network_interface
                 if slot.local:
-                    full_env = {**base, **rank_env, "HVD_SELECTOR_SECRET": secret.hex()}
-                    ranks.append(_start(slot, list(command), full_env, None, terminals, out, files[slot.rank]))
+                    full_env = {**base, **rank_env}  # the secret goes to the supervisor's stdin
+                    argv = [f"{grace:g}", *command]
+                    ranks.append(_start(slot, argv, full_env, secret, terminals, out, files[slot.rank]))
                 else:
                     forwarded = {k: v for k, v in base.items() if k.startswith(FORWARD_PREFIXES)}
                     argv = _ssh_argv(slot, remote, {**forwarded, **rank_env}, command, grace)

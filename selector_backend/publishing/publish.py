@@ -28,7 +28,6 @@ import re
 import shutil
 import sys
 import tempfile
-import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,9 +37,11 @@ from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import Catalog
 from selector_backend.engine.variant import Variant, variant_label
 from selector_backend.engine.wheelname import labelled_filename, parse_wheel_name
-from selector_backend.errors import InputError
+from selector_backend.errors import InputError, IntegrityError
+from selector_backend.files.archives import open_zip
 from selector_backend.files.atomic import atomic_write_text
 from selector_backend.install.fetch import file_lock, sha256_of
+from selector_backend.install.wheelcheck import read_member
 
 PEP691_VERSION = "1.0"
 GENERATION_PREFIX = "g-"
@@ -93,17 +94,18 @@ def inspect_wheel(path: Path, catalog: Catalog) -> VariantWheel:
     wheel = parse_wheel_name(path.name)
     if normalize(wheel.name) != normalize(catalog.name):
         raise InputError(f"{path.name}: not a {catalog.name} wheel")
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = [n for n in archive.namelist() if n.endswith(".dist-info/variant.json")]
-            if len(names) != 1:
-                raise InputError(
-                    f"{path.name}: expected one .dist-info/variant.json, found {len(names)}; "
-                    "build it with the project's backend (-C variant=...)"
-                )
-            label, variant = variant_json.parse(archive.read(names[0]), catalog, source=f"{path.name}:{names[0]}")
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise InputError(f"{path}: not a readable wheel ({exc})") from None
+    with open_zip(path, str(path), error=InputError, what="wheel") as archive:
+        names = [n for n in archive.namelist() if n.endswith(".dist-info/variant.json")]
+        if len(names) != 1:
+            raise InputError(
+                f"{path.name}: expected one .dist-info/variant.json, found {len(names)}; "
+                "build it with the project's backend (-C variant=...)"
+            )
+        try:
+            text = read_member(archive, names[0])
+        except IntegrityError as exc:
+            raise InputError(str(exc)) from None
+        label, variant = variant_json.parse(text, catalog, source=f"{path.name}:{names[0]}")
     if label != variant_label(variant):
         raise InputError(
             f"{path.name}: variant.json labels its variant {label!r}, "

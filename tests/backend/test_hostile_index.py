@@ -265,5 +265,23 @@ def test_a_wheel_whose_variant_json_is_refused_is_not_left_in_the_cache(index: H
 
     catalog = load_catalog()
     other = catalog.parse_variant("target=x86_64_v3 tensor_ops=gloo controllers=gloo", fill_defaults=True)
-    index.publish(make_wheel(variant_json=json.dumps(variant_json.render(other, catalog)).encode()))
-    hook().assert_refused(r"was built as .*target=x86_64_v3.*, not ")
+    name = index.publish(make_wheel(variant_json=json.dumps(variant_json.render(other, catalog)).encode()))
+    outcome = hook()
+    outcome.assert_refused(r"was built as .*target=x86_64_v3.*, not ")
+    # issue 36: the line names the wheel, not the download's temporary .download-....part file
+    assert outcome.last.startswith(f"hvd-selector: error: {name} was built as "), outcome.last
+
+
+# ------------------------------------------------------------------ issue 36 item 2: a zip-directory bomb
+def test_a_zip_directory_bomb_is_refused_from_its_end_record(index: HostileIndex, hook, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A wheel (its sha256 correct) whose directory lists 800,000 members: refused from the end record, in
+    one line, well within the deadline (before, the whole directory was parsed first)."""
+    import re
+
+    from .test_archives import BOMB_MEMBERS, crafted_zip
+
+    name = index.publish(crafted_zip(tmp_path / "bomb.whl", BOMB_MEMBERS).read_bytes())
+    hook().assert_refused(
+        rf"{re.escape(name)}: its zip directory lists {BOMB_MEMBERS} members, over the 100000 limit; "
+        "refusing the wheel$"
+    )

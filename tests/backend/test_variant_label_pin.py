@@ -91,6 +91,9 @@ def test_a_pin_made_on_a_v4_host_installs_the_same_bytes_wherever_they_run(
     for n, host in enumerate(("x86_64_v4", "sapphirerapids", "zen4")):
         wheel = _install(site, f"{label}:{sha256}", tmp_path / f"out{n}", monkeypatch, host, tmp_path / f"c{n}")
         assert_pinned_wheel(wheel, published, host)
+    # the sha256 in upper case pins the same bytes (pip accepts hashes in either case too)
+    wheel = _install(site, f"{label}:{sha256.upper()}", tmp_path / "upper", monkeypatch, "x86_64_v4", tmp_path / "cu")
+    assert_pinned_wheel(wheel, published, "upper-case sha256")
     # a label alone pins the variant; the index's sha256 still verifies the download
     wheel = _install(site, label, tmp_path / "plain", monkeypatch, "x86_64_v4", tmp_path / "c-plain")
     assert_pinned_wheel(wheel, published, "label only")

@@ -7,6 +7,7 @@ installed, and ranks that are small Python scripts (workers/launcher_rank.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -140,6 +141,41 @@ def test_ranks_die_with_a_killed_launcher(gloo_build: Build, tmp_path: Path) -> 
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [p for p in pids if alive(p)]
+
+
+LEFT_BEHIND = (
+    "sleep 300 & echo $! > bg$HVD_SELECTOR_RANK; "
+    'setsid bash -c "sleep 301 & echo \\$! > daemon$HVD_SELECTOR_RANK"; '
+    "echo $$ > pid$HVD_SELECTOR_RANK; exec sleep {last}"
+)
+
+
+@pytest.mark.parametrize("end", ["launcher SIGKILLed", "rank exits"])
+def test_nothing_a_rank_started_outlives_the_launcher(gloo_build: Build, tmp_path: Path, end: str) -> None:
+    """Issue 36: ``run -np 2 bash -c 'sleep 300 & exec sleep 120'``, then the launcher gets SIGKILL: before,
+    both ``sleep 300`` lived on with ppid 1. Each rank also leaves a daemon in a session of its own
+    (``setsid``), out of its process group: the supervisor adopts it and ends it too. And a rank that
+    simply ends takes both with it."""
+    argv = [sys.executable, "-m", "selector_backend", "run", "-np", "2", "--grace-period", "1", "bash", "-c"]
+    argv.append(LEFT_BEHIND.format(last=120 if end == "launcher SIGKILLed" else 1))
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, env=gloo_build.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    names = [f"{what}{r}" for what in ("bg", "daemon", "pid") for r in range(2)]
+    if end == "launcher SIGKILLed":
+        for name in names:
+            wait_for(tmp_path / name, proc)
+        proc.kill()
+    finish(proc)
+    pids = [int((tmp_path / name).read_text()) for name in names]
+    deadline = time.monotonic() + 10  # the grace period (1 s), then SIGKILL
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = {name: pid for name, pid in zip(names, pids, strict=True) if alive(pid)}
+    with contextlib.suppress(ProcessLookupError):
+        for pid in left.values():
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"outlived the launcher: {left}"
 
 
 def _peak_rss_kib(pid: int) -> int:

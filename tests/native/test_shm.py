@@ -113,3 +113,23 @@ def test_two_jobs_at_once(gloo_build: Build, tmp_path: Path) -> None:
     for job in ("1", "2"):
         for r in range(4):
             assert (tmp_path / job / f"outcome{r}.txt").read_text() == "ok", (job, r)
+
+
+@pytest.mark.parametrize("impl", ["mpich", "openmpi"])
+def test_an_mpi_job_with_a_stopped_rank_ends_instead_of_hanging_in_finalize(
+    impl: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Issue 36: rank 1 is SIGSTOPped; rank 0 raises CollectiveTimeoutError and then hung for good in
+    MPI_Finalize (Open MPI's fence) from the exit handlers. Now the process ends with MPI_Abort, saying
+    so in one line, and mpiexec stops the stopped rank."""
+    build = request.getfixturevalue(f"{impl}_build")
+    start = time.monotonic()
+    try:
+        proc = launch(build, 2, "shm.py", str(tmp_path), "stop", cwd=tmp_path, timeout=90, HVD_SELECTOR_TIMEOUT="5")
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"the job hung after the collective failed: {exc.stderr!r}") from None
+    assert proc.returncode != 0, proc.stderr
+    assert "CollectiveTimeoutError" in proc.stderr, proc.stderr
+    line = "so MPI cannot finalise with it: ending the job with MPI_Abort(MPI_COMM_WORLD, 1)"
+    assert [row for row in proc.stderr.splitlines() if line in row], proc.stderr
+    assert time.monotonic() - start < 90

@@ -131,3 +131,18 @@ def test_cli_malformed_listing_exits_2_with_one_line(tmp_path, capsys):
     assert main(["spack", "pick", str(path), "-C", "target=zen3", "-C", "os=ubuntu24.04"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.listing" in err and "Traceback" not in err
+
+
+def test_a_listing_over_what_the_parse_can_hold_is_one_line_and_exit_2(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Issue 36: a 300 MB listing took 1.86 GB to parse (and 1 GiB, the old limit, could end in
+    "internal error: MemoryError", exit 1). A listing over the limit is refused before it is read."""
+    from selector_backend.cli.main import main
+    from selector_backend.interop.spack.listing import MAX_LISTING_BYTES
+
+    big = tmp_path / "index.json"
+    with big.open("wb") as out:
+        out.truncate(200 << 20)  # sparse: nothing is written, nothing is read
+    assert MAX_LISTING_BYTES * 7 <= 1 << 30  # parsed, a listing takes about 7 times its size
+    assert main(["spack", "pick", str(big), "--package", "py-horovod"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "over the 128 MiB limit; refusing to read it" in err[0], err

@@ -15,8 +15,9 @@ guarantees:
   SIGTERM, then SIGKILL after the grace period (--grace-period, default {GRACE_SECONDS:g} s).
   SIGTERM, SIGINT (Ctrl-C) and SIGHUP sent to the launcher go to every rank's process group,
   here and on the -H hosts; SIGKILL follows after the grace period, at once on a second
-  signal. Each rank runs in a process group of its own, killed when the rank ends; local
-  ranks also die with the launcher if it is killed. Nothing outlives the job.
+  signal. Each rank runs in a process group of its own behind a supervisor (its subreaper)
+  that kills the group and every orphan when the rank ends, and stops them as a signal would
+  when the launcher dies, even by SIGKILL. Nothing outlives the job.
   Output is passed on as it comes (\\r progress bars included), at most {CHUNK_BYTES >> 10} KiB per rank's
   stream at a time, and read to the end before the launcher exits; two ranks never share a
   line.

@@ -48,6 +48,12 @@ elif scenario == "kill":  # rank 2 is killed while everyone is inside allreduces
         (out_dir / f"outcome{rank}.txt").write_text(f"{type(exc).__name__} {waited:.2f} {exc}")
     sys.stdout.flush()
     os._exit(1)
+elif scenario == "stop":  # rank 1 stops (SIGSTOP) between two allreduces; rank 0 times out, then leaves
+    x = np.ones(1 << 16, np.float32)
+    hvd.allreduce(x)
+    if rank == 1:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    hvd.allreduce(x)  # rank 0: CollectiveTimeoutError, uncaught: the exit handlers must not hang
 elif scenario == "job":  # values unique to this job: crosstalk would change the sums
     job = int(sys.argv[3])
     ok = True
