@@ -404,7 +404,9 @@ def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> l
 @_clean_errors
 def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list[str]:
     # archspec, packaging and tomli are copied into the sdist (selector_backend.install.sdist.vendored_files)
-    return ["scikit-build-core>=0.10", "archspec>=0.2.5", "packaging>=22", "tomli>=1.1"]
+    from selector_backend.install.sdist import SDIST_TOOLS
+
+    return list(SDIST_TOOLS)
 
 
 @_clean_errors
