@@ -558,3 +558,11 @@ def test_build_variants_from_an_installed_copy_says_what_to_do_and_its_dry_run_a
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "build-variants needs build>=1, scikit-build-core>=0.10" in proc.stderr
     assert f"{python} -m pip install 'build>=1' 'scikit-build-core>=0.10'" in proc.stderr
+
+
+def test_a_variant_asked_for_by_name_is_labelled_as_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The dry run and the progress bar name a --variant build by the flag, not by the code's word."""
+    argv = ["build-variants", "--index", str(tmp_path / "site"), "--variant", "target=x86_64_v3", "--dry-run"]
+    assert main(argv) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("would build --variant x86_64_v3 ") and "cli" not in line
