@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 
 from devtools.loopback_http import FlakyServer
-from devtools.sdist import build_sdist
 from devtools.venvs import download_wheels, make_venv, user_env
+from selector_backend.publishing.publish import build_sdist
 
 REPO = Path(__file__).resolve().parents[1]
 DEPS = ("numpy", "archspec", "packaging", "nvidia-ml-py")
@@ -126,7 +126,7 @@ def main() -> int:
     server = FlakyServer(work)  # every request answered normally: nothing is queued
     url = f"{server.url}/index/simple"
     url_with_requires = f"{server.url}/index-requires/simple"
-    sdist = build_sdist(work / "sdist", url)
+    sdist = build_sdist(REPO, work / "sdist", url)
     publish([wheel], work / "index", catalog, sdists=[sdist], progress=False)
     publish([wheel], work / "index-requires", catalog, sdists=[with_build_requires(sdist, work)], progress=False)
     server.thread.start()

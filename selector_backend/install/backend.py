@@ -410,8 +410,12 @@ def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list
 
     project = load_project()
     # archspec, packaging and tomli are copied into the sdist (selector_backend.install.sdist.vendored_files)
-    builder = ["scikit-build-core>=0.10"] if project.build_description == "cmake-file" else list(project.build_requires)
-    return [*builder, "archspec>=0.2.5", "packaging>=22", "tomli>=1.1"]
+    from selector_backend.install.sdist import SDIST_TOOLS
+
+    if project.build_description == "cmake-file":
+        return list(SDIST_TOOLS)
+    # another project's own backend makes its sdist; the vendored three are copied in as for ours
+    return [*project.build_requires, *SDIST_TOOLS[1:]]
 
 
 @_clean_errors

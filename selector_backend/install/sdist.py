@@ -51,6 +51,10 @@ def with_index_urls(pyproject_text: str, urls: tuple[str, ...]) -> str:
     return pyproject_text[: header.end()] + "\n" + line + pyproject_text[header.end() :]
 
 
+#: What building the sdist needs: scikit-build-core makes it, and the three are copied into it
+#: (tomli whatever the Python: the sdist serves Python 3.10 too).
+SDIST_TOOLS = ("scikit-build-core>=0.10", "archspec>=0.2.5", "packaging>=22", "tomli>=1.1")
+
 # Empty, not a marker-only list: pip spawns a pip subprocess for any non-empty list.
 SDIST_BUILD_REQUIRES = "requires = []  # archspec, packaging, tomli: selector_backend/_vendor"
 
@@ -151,43 +155,67 @@ def with_backend_path(pyproject_text: str) -> str:
     return text
 
 
+def source_date_epoch(default: int) -> int:
+    """``SOURCE_DATE_EPOCH`` (reproducible-builds.org) if set, else ``default``."""
+    text = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not text:
+        return default
+    if not text.isdigit():
+        raise InputError(f"SOURCE_DATE_EPOCH={text!r} is not a whole number of seconds; unset it or fix it")
+    return int(text)
+
+
+def _normalized(member: tarfile.TarInfo, mtime: int) -> tarfile.TarInfo:
+    """``member`` with nothing of the building machine in it: owner root, no names, one mtime,
+    mode 0755 for directories and executables, else 0644."""
+    member.uid = member.gid = 0
+    member.uname = member.gname = ""
+    member.mtime = mtime
+    member.mode = 0o755 if member.isdir() or member.mode & 0o111 else 0o644
+    member.pax_headers = {}
+    return member
+
+
 def finish_sdist(
     sdist: Path, urls: tuple[str, ...], *, vendor: bool = True, carried: Mapping[str, bytes] | None = None
 ) -> None:
     """Rewrite ``sdist`` in place (atomically): index URLs embedded, the backend's imports vendored, and
-    ``carried`` files (``carry_backend``) added or replacing the project's copies."""
+    ``carried`` files (``carry_backend``) added or replacing the project's copies.
+
+    Reproducible: the same tree gives the same bytes (sorted members, normalized owner and
+    mode, one mtime from ``SOURCE_DATE_EPOCH`` or scikit-build-core's fixed epoch, and a gzip
+    header with no file name), so re-publishing an unchanged release is a no-op."""
     carried = carried or {}
     members = read_tar(sdist, error=ExternalError)  # the sdist just built, read under the same bounds
     top = members[0][0].name.split("/")[0]
+    mtime = source_date_epoch(int(members[0][0].mtime))
+    members = [(m, d) for m, d in members if m.name.removeprefix(f"{top}/") not in carried]
+    for i, (member, data) in enumerate(members):
+        if member.name == f"{top}/pyproject.toml" and data is not None:
+            text = data.decode("utf-8")
+            text = with_index_urls(text, urls) if urls else text
+            text = with_backend_path(text) if carried else text
+            data = (without_build_requires(text) if vendor else text).encode("utf-8")
+            member.size = len(data)
+            members[i] = (member, data)
+    for rel, blob in sorted(carried.items()):
+        info = tarfile.TarInfo(f"{top}/{rel}")
+        info.size = len(blob)
+        members.append((info, blob))
+    for rel, blob in sorted(vendored_files().items()) if vendor else ():
+        info = tarfile.TarInfo(f"{top}/selector_backend/_vendor/{rel}")
+        info.size = len(blob)
+        members.append((info, blob))
     fd, tmp = tempfile.mkstemp(dir=sdist.parent, prefix=f".{sdist.name}.", suffix=".tmp")
     os.close(fd)
     try:
         with (
             open(tmp, "wb") as raw,
-            # filename="": the gzip header would otherwise name the temp file, and an sdist
-            # built twice from one tree would differ in its bytes (a re-publish must be a no-op).
-            gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz,
+            gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=mtime) as gz,
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as out,
         ):
-            for member, data in members:
-                if member.name.removeprefix(f"{top}/") in carried:
-                    continue
-                if member.name == f"{top}/pyproject.toml" and data is not None:
-                    text = data.decode("utf-8")
-                    text = with_index_urls(text, urls) if urls else text
-                    text = with_backend_path(text) if carried else text
-                    data = (without_build_requires(text) if vendor else text).encode("utf-8")
-                    member.size = len(data)
-                out.addfile(member, io.BytesIO(data) if data is not None else None)
-            template = members[0][0]
-            for rel, blob in sorted(carried.items()):
-                info = tarfile.TarInfo(f"{top}/{rel}")
-                info.size, info.mtime, info.mode = len(blob), template.mtime, 0o644
-                out.addfile(info, io.BytesIO(blob))
-            for rel, blob in sorted(vendored_files().items()) if vendor else ():
-                info = tarfile.TarInfo(f"{top}/selector_backend/_vendor/{rel}")
-                info.size, info.mtime, info.mode = len(blob), template.mtime, 0o644
-                out.addfile(info, io.BytesIO(blob))
+            for member, data in sorted(members, key=lambda pair: pair[0].name):
+                out.addfile(_normalized(member, mtime), io.BytesIO(data) if data is not None else None)
         os.chmod(tmp, 0o644)  # an sdist is published as it is (mkstemp made it 0600)
         os.replace(tmp, sdist)
     finally:

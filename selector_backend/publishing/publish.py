@@ -436,12 +436,51 @@ def _run_into(
     return final
 
 
-def build_sdist(source_dir: Path, outdir: Path, index_url: str) -> Path:
+def publishing_requirements(*, wheels: bool, isolated: bool, repair: bool, sdist: bool) -> list[str]:
+    """What ``build-variants`` runs in this environment: the build frontend, the backend's build tools
+    (unless ``--isolated`` lets the frontend install them), auditwheel to repair, the sdist's tools (the
+    sdist is always built here). The ``[ci]`` extra carries all of them (tests/ci/test_publish.py)."""
+    from selector_backend.install.build import BASE_BUILD_REQUIRES
+    from selector_backend.install.sdist import SDIST_TOOLS
+
+    needs = ["build>=1"] if wheels or sdist else []
+    needs += list(BASE_BUILD_REQUIRES) if wheels and not isolated else []
+    needs += ["auditwheel>=6"] if wheels and repair else []
+    needs += list(SDIST_TOOLS) if sdist else []
+    return list(dict.fromkeys(needs))
+
+
+def check_requirements(needs: Sequence[str], what: str) -> None:
+    """One line naming every requirement missing or too old here, and the pip command that installs them."""
+    import importlib.metadata
+    import shlex
+
+    from packaging.requirements import Requirement
+
+    missing = []
+    for text in needs:
+        requirement = Requirement(text)
+        try:
+            have = importlib.metadata.version(requirement.name)
+        except importlib.metadata.PackageNotFoundError:
+            have = None
+        if have is None or not requirement.specifier.contains(have, prereleases=True):
+            missing.append(text)
+    if missing:
+        raise InputError(
+            f"{what} needs {', '.join(missing)} in this environment (missing or too old): "
+            f"{shlex.quote(sys.executable)} -m pip install {' '.join(shlex.quote(m) for m in missing)}"
+            " (or all of them: the [ci] extra)"
+        )
+
+
+def build_sdist(source_dir: Path, outdir: Path, index_url: str, env: dict[str, str] | None = None) -> Path:
     """The sdist with ``index_url`` embedded as its default index (``-C index-url``): what stock pip installs
-    from a variant index, whose backend then fetches a labelled wheel from that same index."""
+    from a variant index, whose backend then fetches a labelled wheel from that same index. The one
+    sdist builder: release pipeline, ``build-variants --index-url``, the end-to-end tests and benchmarks."""
     cmd = [sys.executable, "-m", "build", "--sdist", "--no-isolation", f"-Cindex-url={index_url}", str(source_dir)]
     what = f"building the sdist for {index_url}"
-    return _run_into([*cmd, "--outdir"], outdir, what, backend_env(source_dir), pattern="*.tar.gz")
+    return _run_into([*cmd, "--outdir"], outdir, what, backend_env(source_dir, env), pattern="*.tar.gz")
 
 
 def backend_env(source_dir: Path, env: dict[str, str] | None = None) -> dict[str, str]:

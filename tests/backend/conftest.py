@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from devtools.loopback_http import serve
-from devtools.sdist import build_sdist
 from devtools.venvs import download_wheels
+from selector_backend.publishing.publish import build_sdist
 
-from .backend_helpers import BUILD_DEPS, E2E_TARGETS, RUNTIME_DEPS, VariantIndex, build_and_publish, clean_env
+from .backend_helpers import BUILD_DEPS, E2E_TARGETS, REPO, RUNTIME_DEPS, VariantIndex, build_and_publish, clean_env
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +33,6 @@ def variant_index(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path) ->
     root = base / "index"
     root.mkdir()
     with serve(root) as server:
-        sdist = build_sdist(base / "sdist", f"{server.url}/simple", env=clean_env())
+        sdist = build_sdist(REPO, base / "sdist", f"{server.url}/simple", env=clean_env())
         wheels = build_and_publish(root, base / "built", E2E_TARGETS, sdist)
         yield VariantIndex(root, server, wheels, sdist, wheelhouse)

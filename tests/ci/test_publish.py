@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import venv
 import zipfile
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from selector_backend.publishing import publish
 
 from .wheelfiles import write_wheel
 
+ROOT = Path(__file__).resolve().parents[2]
 CPU = "target=x86_64_v3 cuda=none cuda_arch=none tensor_ops=gloo controllers=gloo frameworks=pytorch"
 MPI = "target=x86_64_v4 cuda=none cuda_arch=none tensor_ops=mpi controllers=mpi frameworks=pytorch"
 GPU = "target=x86_64_v3 cuda=13 cuda_arch=80 tensor_ops=nccl controllers=gloo frameworks=pytorch"
@@ -460,3 +462,107 @@ def _wait_for(port: int) -> None:
                 return
         time.sleep(0.1)
     raise AssertionError(f"python -m http.server did not listen on port {port}")
+
+
+def test_a_rerun_publish_with_its_sdist_is_a_no_op_and_a_changed_sdist_fails(
+    tmp_path: Path, catalog: Catalog, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A re-run CI publish job: the sdist is rebuilt (fresh temp names, another umask) to the same bytes,
+    so publishing again changes nothing; different bytes under a published name still fail."""
+    import tarfile
+
+    pytest.importorskip("scikit_build_core")
+    make_wheel(tmp_path / "wheelhouse" / "wheels-0", catalog.parse_variant(CPU), catalog)
+    site = tmp_path / "site"
+    argv = ["build-variants", "--publish-only", str(tmp_path / "wheelhouse"), "--index", str(site)]
+    argv += ["--index-url", "http://127.0.0.1:9/simple", "--wheelhouse"]
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    assert main([*argv, str(tmp_path / "first")]) == 0
+    old_umask = os.umask(0o077)
+    try:
+        assert main([*argv, str(tmp_path / "second")]) == 0
+    finally:
+        os.umask(old_umask)
+    assert "variant index unchanged" in capsys.readouterr().out
+    (first,) = (tmp_path / "first" / "sdist").glob("*.tar.gz")
+    (second,) = (tmp_path / "second" / "sdist").glob("*.tar.gz")
+    assert first.read_bytes() == second.read_bytes()
+    header = first.read_bytes()[:10]  # RFC 1952: FLG at 3 (0x08: a file name follows), MTIME at 4..8
+    assert header[3] & 0x08 == 0 and int.from_bytes(header[4:8], "little") == 1700000000
+    with tarfile.open(first) as tar:
+        members = tar.getmembers()
+    assert [m.name for m in members] == sorted(m.name for m in members)
+    assert {(m.mtime, m.uid, m.gid, m.uname, m.gname) for m in members} == {(1700000000, 0, 0, "", "")}
+    assert {m.mode for m in members} <= {0o644, 0o755}
+
+    changed = tmp_path / "changed" / first.name
+    changed.parent.mkdir()
+    with tarfile.open(first) as tar, tarfile.open(changed, "w:gz") as out:
+        for member in tar.getmembers():
+            data = tar.extractfile(member).read() if member.isfile() else b""  # type: ignore[union-attr]
+            if member.name.endswith("/README.md"):
+                data += b"\nchanged\n"
+                member.size = len(data)
+            out.addfile(member, io.BytesIO(data) if member.isfile() else None)
+    before = (site / "simple/hvd-selector/index.json").read_bytes()
+    publish_changed = ["build-variants", "--publish-only", str(tmp_path / "wheelhouse"), "--index", str(site)]
+    assert main([*publish_changed, "--sdist", str(changed)]) == 2
+    assert "published files are immutable" in capsys.readouterr().err
+    assert (site / "simple/hvd-selector/index.json").read_bytes() == before
+
+
+def test_the_ci_extra_carries_every_tool_build_variants_checks_for() -> None:
+    from packaging.requirements import Requirement
+
+    from selector_backend.files.tomlfile import load_toml
+
+    extra = load_toml(ROOT / "pyproject.toml").data["project"]["optional-dependencies"]
+    ci = {Requirement(r).name: Requirement(r) for r in extra["ci"]}
+    for text in publish.publishing_requirements(wheels=True, isolated=False, repair=True, sdist=True):
+        wanted = Requirement(text)
+        assert wanted.name in ci and ci[wanted.name].specifier == wanted.specifier, text
+
+
+def test_build_variants_from_an_installed_copy_says_what_to_do_and_its_dry_run_agrees(tmp_path: Path) -> None:
+    """The guide's command run from an installed copy (no pyproject.toml above the package) in a venv
+    without the build tools: one line, exit 2, the same for --dry-run; nothing is built."""
+    import archspec
+    import packaging
+
+    site = tmp_path / "site-packages"  # what pip installs: the packages, the catalog beside them, the deps
+    for package in ("selector_backend", "hvd_selector"):
+        shutil.copytree(ROOT / package, site / package, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copytree(ROOT / "variants", site / "selector_backend" / "variants")
+    for dependency in (archspec, packaging):
+        shutil.copytree(Path(dependency.__file__).parent, site / dependency.__name__)
+    venv.EnvBuilder(with_pip=False).create(tmp_path / "venv")  # nothing else installed: no build tools
+    python = tmp_path / "venv" / "bin" / "python"
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    for name in list(env):
+        if name.startswith("HVD_SELECTOR"):
+            env.pop(name)
+    argv = [str(python), "-m", "selector_backend", "build-variants", "--index", str(tmp_path / "index")]
+    argv += ["--variant", "target=x86_64_v3", "--wheelhouse", str(tmp_path / "wheelhouse")]
+    lines = []
+    for extra in ([], ["--dry-run"]):
+        proc = subprocess.run([*argv, *extra], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        lines.append(proc.stderr)
+    assert lines[0] == lines[1] and "is an installed copy: pass --source DIR" in lines[0]
+    assert not (tmp_path / "wheelhouse").exists() and not (tmp_path / "index").exists()
+
+    proc = subprocess.run(
+        [*argv, "--source", str(ROOT)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+    )
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "build-variants needs build>=1, scikit-build-core>=0.10" in proc.stderr
+    assert f"{python} -m pip install 'build>=1' 'scikit-build-core>=0.10'" in proc.stderr
+
+
+def test_a_variant_asked_for_by_name_is_labelled_as_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The dry run and the progress bar name a --variant build by the flag, not by the code's word."""
+    argv = ["build-variants", "--index", str(tmp_path / "site"), "--variant", "target=x86_64_v3", "--dry-run"]
+    assert main(argv) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("would build --variant x86_64_v3 ") and "cli" not in line

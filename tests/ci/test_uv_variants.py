@@ -91,12 +91,14 @@ def described_here(candidate: dict[str, object], host: tuple[str, str] | None, c
     return f"{arch}_{'real' if kind == 'sass' else 'virtual'}" in props["nvidia"]["sm_arch"]
 
 
-def uv_install(venv: Path, url: str, host: tuple[str, str] | None, *extra: str) -> subprocess.CompletedProcess[str]:
+def uv_install(
+    venv: Path, url: str, host: tuple[str, str] | None, *extra: str, requirement: str = "hvd-selector"
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HVD_SELECTOR", "NV_VARIANT", "UV_"))}
     if host is not None:
         env["NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION"], env["NV_VARIANT_PROVIDER_FORCE_SM_ARCH"] = host
     cmd = [UV, "pip", "install", "--preview-features", "wheel-variants", "--no-cache", "--no-build"]
-    cmd += ["--python", str(venv / "bin" / "python"), "--index-url", url, "--reinstall", *extra, "hvd-selector"]
+    cmd += ["--python", str(venv / "bin" / "python"), "--index-url", url, "--reinstall", *extra, requirement]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)  # type: ignore[arg-type]
 
 
@@ -150,3 +152,30 @@ def _namespaces(wheel: Path) -> set[str]:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/variant.json"))
         (props,) = json.loads(archive.read(name))["variants"].values()
     return set(props)
+
+
+def test_a_pin_under_uvs_variants_preview_is_the_wheel_url_with_its_hash(
+    site: Path, venv: Path, catalog: Catalog
+) -> None:
+    """uv runs no build backend for a labelled wheel, so ``-C variant-label`` cannot reach us there; the pin
+    wheel-variants.md gives uv is the wheel's URL with its sha256. It holds against uv's own pick, and a
+    wrong hash fails the install."""
+    host = ("13.0", "9.0")
+    with serve(site) as base:
+        url = f"{base}/simple"
+        assert uv_install(venv, url, host).returncode == 0
+        native = installed_label(venv)
+        # another build uv can install here (one its own providers describe), e.g. the CPU baseline
+        other = [c for c in engine_ranking(url, host, site) if described_here(c, host, catalog)]
+        label = str(other[-1]["label"])
+        assert label != native
+        (pinned,) = other[-1]["files"][:1]  # type: ignore[index]
+        wheel_url, sha256 = pinned["url"], pinned["sha256"]
+        pin = f"hvd-selector @ {wheel_url}#sha256={sha256}"
+        done = uv_install(venv, url, host, requirement=pin)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert installed_label(venv) == label != native
+        tampered = f"hvd-selector @ {wheel_url}#sha256={'0' * 64}"
+        done = uv_install(venv, url, host, requirement=tampered)
+    assert done.returncode != 0 and "hash" in done.stderr.lower(), done.stderr[-2000:]
+    assert installed_label(venv) == label

@@ -57,3 +57,15 @@ def test_a_build_that_does_not_run_gets_a_fix_per_problem(cli: Cli, tmp_path: Pa
     if "nvidia-nccl-cu13" in installed_wheels():  # this environment's (the test suite installs it): another line
         expected.append(f"{python} -m pip uninstall -y nvidia-nccl-cu13")
     assert fixes == expected, result.out
+
+
+def test_a_cuda_build_on_a_host_without_a_gpu_gets_the_reinstall_alone(cli: Cli, tmp_path: Path) -> None:
+    """The build a cache carried from a GPU host: each reason once, and no NCCL extra for a build that goes."""
+    record = build_record(tmp_path, "target=x86_64_v3 cuda=12 cuda_arch=90 tensor_ops=nccl")
+    env = {"HVD_SELECTOR_GPUS": "none", "HVD_SELECTOR_CUDA_DRIVER": "none", "HVD_SELECTOR_TARGET": "haswell"}
+    result = cli("doctor", "--variant-json", str(record), "-C", "nccl=none", env=env)
+    assert result.rc == 3, result
+    lines = result.out.splitlines()
+    assert len(lines) == len(set(lines)), result.out
+    fixes = [line.removeprefix("fix: ") for line in lines if line.startswith("fix: ")]
+    assert fixes == [f"{sys.executable} -m pip install --force-reinstall --no-deps --no-cache-dir hvd-selector"]

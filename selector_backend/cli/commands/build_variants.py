@@ -88,12 +88,13 @@ def run(args: argparse.Namespace) -> int:
         sdists = _files(args.publish_only, "*.tar.gz") + list(args.sdist)
         if not wheels:
             raise InputError(f"--publish-only {args.publish_only}: no wheels there")
+        _check_environment(args, wheels=False)
         done = publish.publish(wheels, args.index, catalog, sdists=sdists + _index_sdist(args))
         _report(done, args.index, publish.normalize(catalog.name))
         return 0
 
     if args.variant:
-        selection = [("cli", catalog.parse_variant(text, fill_defaults=True)) for text in args.variant]
+        selection = [("--variant", catalog.parse_variant(text, fill_defaults=True)) for text in args.variant]
     else:
         selection = matrix.select_entries(catalog, args.entry)
         if args.plan is not None:
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     for job, why in skipped:
         print(f"skip {job.name}: {why}", file=sys.stderr)
     if not todo and any(why and why.startswith("already published") for _, why in skipped):
+        _check_environment(args, wheels=False)
         done = publish.publish([], args.index, catalog, sdists=args.sdist + _index_sdist(args))
         _report(done, args.index, publish.normalize(catalog.name))
         return 0
@@ -124,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
             f"none of the {len(jobs)} selected variants can be built on this machine "
             "(see the skip lines); choose others with --entry/--variant"
         )
+    _check_environment(args, wheels=True)  # before a dry run too: it says what the real run would do
+    source = _source(args)
     if args.dry_run:
         for job, _ in todo:
             print(f"would build {job.name}: {job.variant_string}")
@@ -159,19 +163,44 @@ def _index_sdist(args: argparse.Namespace) -> list[Path]:
         return []
     from selector_backend.publishing import publish
 
-    source = _source(args)
-    return [publish.build_sdist(source, args.wheelhouse / "sdist", args.index_url)]
+    return [publish.build_sdist(_source(args), args.wheelhouse / "sdist", args.index_url)]
+
+
+def _check_environment(args: argparse.Namespace, *, wheels: bool) -> None:
+    """The source tree and every tool the run needs, checked before anything runs (a dry run too)."""
+    from selector_backend.publishing import publish
+
+    sdist = args.index_url is not None
+    if not wheels and not sdist:
+        return
+    _source(args)
+    needs = publish.publishing_requirements(
+        wheels=wheels, isolated=args.isolated, repair=not args.no_repair, sdist=sdist
+    )
+    publish.check_requirements(needs, "build-variants")
 
 
 def _source(args: argparse.Namespace) -> Path:
-    """--source, else the project of the current directory (a project of its own: its root; else this checkout)."""
+    """The project tree to build: ``--source``, else the project of the current directory (a project of its
+    own: its root; else the checkout this command runs from). An installed copy (site-packages) is no project
+    tree: say so before anything runs, dry run included."""
     from selector_backend import PACKAGE_DIR
     from selector_backend.engine.project import load_project
+    from selector_backend.errors import InputError
 
     if args.source is not None:
-        return Path(args.source)
+        source = Path(args.source)
+        if not (source / "pyproject.toml").is_file():
+            raise InputError(f"--source {source}: no pyproject.toml there; pass a checkout or an unpacked sdist")
+        return source
     project = load_project()
-    return project.root if project.declared else PACKAGE_DIR.parent
+    source = project.root if project.declared else PACKAGE_DIR.parent
+    if not (source / "pyproject.toml").is_file():
+        raise InputError(
+            f"build-variants builds from the project's source, and {source} is an installed copy: "
+            "pass --source DIR, a checkout or an unpacked sdist of hvd-selector"
+        )
+    return source
 
 
 def _files(folder: Path, pattern: str) -> list[Path]:

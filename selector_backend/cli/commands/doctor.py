@@ -102,8 +102,10 @@ def run(args: argparse.Namespace) -> int:
     findings = [f for f in findings if "prebuilt MPI builds use" not in f.reason] + [
         f for f in compat.check_requirements(build, catalog, host, prebuilt=False) if not f.ok
     ]
-    nccl = nccl_problems(build, host)
+    findings = list(dict.fromkeys(findings))  # both checks name a missing GPU library: say it once
     fits = compat.compatible(findings)
+    # NCCL matters where a GPU is: on a host without one, a CUDA build is reinstalled, not given NCCL
+    nccl = nccl_problems(build, host) if host.nvidia_gpus() else []
     runs = fits and not nccl
     fixes = [] if fits else [reinstall_command(dist, sys.executable)]
     for problem in nccl:

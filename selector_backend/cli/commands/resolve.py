@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
     from selector_backend.engine.host import HostProfile
-    from selector_backend.engine.resolve import Candidate, RankedCandidate, Resolution
+    from selector_backend.engine.resolve import Candidate, CandidateFile, RankedCandidate, Resolution
 
 NAME = "resolve"
 EXPLAIN_TOP = 10
@@ -127,11 +127,7 @@ def print_explain(resolution: Resolution, top: int | None = None) -> None:
             print(f"          {reason}")
         files = cand.files if top is None else cand.files[:EXPLAIN_WHEELS]
         for number, file in enumerate(files):
-            if cand.compatible:
-                fits = "ok" if number < cand.fitting else "no"
-            else:  # the wheel's own findings may all pass: say why it is a "no" all the same
-                fits = "no (its variant does not fit, above)"
-            print(f"          wheel {file.filename}: {fits}, {'; '.join(f.reason for f in file.findings)}")
+            print(f"          wheel {file.filename}: {_wheel_verdict(cand.compatible and number < cand.fitting, file)}")
         if len(files) < len(cand.files):
             more = len(cand.files) - len(files)
             fit = max(0, cand.fitting - len(files)) if cand.compatible else 0
@@ -144,3 +140,13 @@ def print_explain(resolution: Resolution, top: int | None = None) -> None:
         print(f"source build would target: {format_variant(resolution.source_build)}")
     for note in resolution.notes:
         print(f"note: {note}")
+
+
+def _wheel_verdict(fits: bool, file: CandidateFile) -> str:
+    """``ok, <reasons>``; ``no, <what the wheel fails>``; or, for a wheel that would fit a host the
+    variant fits, ``no (the variant does not fit), <reasons>``: never "no" beside only passing reasons."""
+    reasons = "; ".join(f.reason for f in file.findings)
+    failed = "; ".join(f.reason for f in file.findings if not f.ok)
+    if fits:
+        return f"ok, {reasons}"
+    return f"no, {failed}" if failed else f"no (the variant does not fit), {reasons}"
