@@ -26,6 +26,8 @@ def test_a_cpu_build_on_a_gpu_host_is_flagged_with_the_gpu_build_that_fits(cli: 
     result = cli("doctor", "--variant-json", str(record), env=replay)
     assert result.rc == 0, result
     assert "ok:" not in result.out, result.out
+    # issue 39: what the build contains, in the words of build-info (no Gloo library is linked)
+    assert "  contains: tensor operations and controller: TCP (the gloo controller; no Gloo library)" in result.out
     assert "warning: this host has NVIDIA GPUs (1x NVIDIA GeForce GTX 1080 (6.1)) and the installed build is a CPU" in (
         result.out
     )
@@ -34,6 +36,7 @@ def test_a_cpu_build_on_a_gpu_host_is_flagged_with_the_gpu_build_that_fits(cli: 
     assert f"for the GPU build: {reinstall} -C selector=gpu-nvidia hvd-selector" in result.out
     report = json.loads(cli("doctor", "--json", "--variant-json", str(record), env=replay).out)
     assert report["runs_here"] is True and report["fix"] == []
+    assert report["installed"]["contains"].endswith("TCP (the gloo controller; no Gloo library)")
     assert report["cpu_build_on_gpu_host"]["gpu_build"].startswith("target=x86_64_v3 cuda=12 cuda_arch=61")
     # the user asked for a CPU build: nothing to flag
     chosen = cli("doctor", "--variant-json", str(record), "--selector", "cpu", env=replay)

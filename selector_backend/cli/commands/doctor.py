@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from selector_backend.engine.variant import format_variant
     from selector_backend.errors import EXIT_NOTHING_FITS, InputError
     from selector_backend.files.safeparse import read_bytes
+    from selector_backend.jobs.build_facts import contents
 
     _, catalog, selection = selection_from_args(args)
     host = selection.host
@@ -115,7 +116,12 @@ def run(args: argparse.Namespace) -> int:
     best = selection.require_source_build()
     index_recorded = dist is not None and dist.origin is not None and bool(dist.origin.index_urls)
     report: dict[str, Any] = {
-        "installed": {"variant": build.to_json(), "label": label, "variant_json": str(path)},
+        "installed": {
+            "variant": build.to_json(),
+            "label": label,
+            "variant_json": str(path),
+            "contains": contents(str(build["tensor_ops"]), build.values_of("controllers")),
+        },
         "runs_here": runs,
         "reasons": [f.reason for f in findings] + [p.reason for p in nccl],
         "exact_build_for_this_machine": best.to_json(),
@@ -127,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0 if runs else EXIT_NOTHING_FITS
     print(f"installed: {format_variant(build)} (variant {label}, {path})")
+    print(f"  contains: {report['installed']['contains']}")
     for finding in findings:
         print(f"  {'+' if finding.ok else '-'} {finding.reason}")
     for problem in nccl:
