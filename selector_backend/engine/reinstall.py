@@ -60,6 +60,9 @@ class Installed(NamedTuple):
     version: str
     installer: str  # dist-info INSTALLER: "pip", "uv", ...
     origin: InstallOrigin | None
+    #: the Spack install prefix this copy lives in (``<prefix>/.spack/spec.json`` beside its
+    #: ``lib/pythonX.Y/site-packages``): repaired with ``spack install``, never pip
+    spack_prefix: str | None = None
 
 
 def installed() -> Installed | None:
@@ -82,10 +85,12 @@ def installed() -> Installed | None:
             return None
 
     origin = read(ORIGIN_FILE)
+    prefix = site.parents[2] if len(site.parents) > 2 else site  # <prefix>/lib/pythonX.Y/site-packages
     return Installed(
         found[0].name.removeprefix("hvd_selector-").removesuffix(".dist-info"),
         (read("INSTALLER") or "pip").strip() or "pip",
         InstallOrigin.from_text(origin) if origin else None,
+        str(prefix) if (prefix / ".spack" / "spec.json").is_file() else None,
     )
 
 

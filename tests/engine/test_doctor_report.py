@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import load_catalog
 
-from .engine_helpers import NVML, Cli
+from .engine_helpers import NVML, ROOT, Cli, clean_env
 
 
 def build_record(tmp_path: Path, variant: str) -> Path:
@@ -60,3 +64,44 @@ def test_a_build_that_does_not_run_gets_a_fix_per_problem(cli: Cli, tmp_path: Pa
     if "nvidia-nccl-cu13" in installed_wheels():  # this environment's (the test suite installs it): another line
         expected.append(f"{python} -m pip uninstall -y nvidia-nccl-cu13")
     assert fixes == expected, result.out
+
+
+def spack_like_install(prefix: Path, spack: bool) -> Path:
+    """This tree's selector_backend as an installed copy under ``prefix``'s site-packages, with its
+    dist-info; ``spack`` adds the metadata every Spack install prefix holds (``.spack/spec.json``)."""
+    site = prefix / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    shutil.copytree(ROOT / "selector_backend", site / "selector_backend", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "variants", site / "selector_backend" / "variants")
+    dist_info = site / "hvd_selector-0.1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "INSTALLER").write_text("pip\n")
+    if spack:
+        (prefix / ".spack").mkdir()
+        (prefix / ".spack" / "spec.json").write_text('{"spec": {"_meta": {"version": 5}, "nodes": []}}\n')
+    return site
+
+
+@pytest.mark.parametrize("spack", [True, False])
+def test_a_spack_install_is_repaired_with_spack_install(tmp_path: Path, spack: bool) -> None:
+    """Issue 39: a copy inside a Spack prefix gets a ``spack install`` spec as its fix, never a pip
+    command that would write into Spack's prefix; any other copy keeps pip's."""
+    site = spack_like_install(tmp_path / "prefix", spack)
+    record = build_record(tmp_path, "target=x86_64_v4 tensor_ops=gloo controllers=gloo")
+    env = clean_env(tmp_path, {"HVD_SELECTOR_TARGET": "haswell", "PYTHONPATH": str(site)})
+    argv = [sys.executable, "-m", "selector_backend", "doctor", "--variant-json", str(record)]
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    fixes = [line.removeprefix("fix: ") for line in proc.stdout.splitlines() if line.startswith("fix: ")]
+    if spack:
+        # the spec `hvd-selector spack spec` gives for this machine, at the installed version
+        spec = subprocess.run(
+            [*argv[:3], "spack", "spec", "--version", "0.1.0"], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert spec.returncode == 0, spec.stderr
+        assert spec.stdout.startswith("py-hvd-selector@0.1.0 ~cuda "), spec.stdout
+        assert fixes == [f"spack install {spec.stdout.strip()}"], proc.stdout
+        assert "pip" not in proc.stdout, proc.stdout
+        assert "recorded no variant index" not in proc.stdout
+    else:
+        pip = f"{sys.executable} -m pip install --force-reinstall --no-deps --no-cache-dir"
+        assert fixes == [f"{pip} hvd-selector==0.1.0"]
