@@ -94,13 +94,6 @@ def installed() -> Installed | None:
     )
 
 
-def _pip_urls(urls: Sequence[str]) -> list[str]:
-    """Index URLs as an installer takes them: a directory index as its file:// URL."""
-    from pathlib import Path
-
-    return [u if "://" in u else Path(u).expanduser().resolve().as_uri() for u in urls]
-
-
 def _join(words: list[str]) -> str:
     import shlex  # only when a command is printed: not on a plain resolve's start
 
@@ -130,7 +123,9 @@ def reinstall_command(installed: Installed | None, python: str, settings: Sequen
     cmd += ["--reinstall-package", DIST, "--no-cache"] if uv else ["--force-reinstall", "--no-deps", "--no-cache-dir"]
     origin = installed.origin if installed is not None else None
     if origin is not None and origin.index_urls:
-        urls = _pip_urls(origin.index_urls)
+        # as install/fetch.normalize_location made them (backend._record_origin); a record of an earlier
+        # release may hold a directory path, which pip and uv take as a local index as well
+        urls = list(origin.index_urls)
         for url in urls:
             cmd += ["--extra-index-url", url]
         if origin.index_from == "-C index-url":

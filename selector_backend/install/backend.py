@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from selector_backend.errors import (
     EXIT_INTERNAL,
     ExternalError,
+    InputError,
     IntegrityError,
     NothingFitsError,
     SelectorError,
@@ -444,12 +445,22 @@ def build_wheel(
 
 
 def _record_origin(wheel: Path, plan: Plan) -> None:
-    """The installed build will know the index it came from (``engine.reinstall``)."""
+    """The installed build will know the index it came from (``engine.reinstall``), each location as
+    ``fetch.normalize_location`` reads it (a directory as its file:// URI, resolved here, where a relative
+    path means what the user meant), so the repair commands print them as recorded."""
     from selector_backend.engine.reinstall import InstallOrigin
+    from selector_backend.install import fetch
     from selector_backend.install.origin_record import add_origin
 
+    def recorded(location: str) -> str:
+        try:
+            return fetch.normalize_location(location)
+        except InputError:  # a location this install never read (offline): recorded as given
+            return location
+
     settings = plan.settings
-    add_origin(wheel, InstallOrigin(settings.index_url, settings.origins.get("index-url"), plan.kind, plan.reason))
+    urls = tuple(recorded(u) for u in settings.index_url)
+    add_origin(wheel, InstallOrigin(urls, settings.origins.get("index-url"), plan.kind, plan.reason))
 
 
 def _install_prebuilt(plan: Plan, wheel_directory: Path) -> str:
