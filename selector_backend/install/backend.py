@@ -263,9 +263,6 @@ def pinned_prebuilt(candidates: Any, pin: str, unreadable: list[ExternalError]) 
     )
 
 
-CACHE_HINT = "pip install --no-cache-dir --force-reinstall"
-
-
 def _gpu_host_fallback(resolution: Any, policy: str | None, *, cpu_prebuilt: bool) -> Any:
     """On a GPU host no GPU prebuilt fits: the GPU source build where the CUDA toolchain is here,
     else the CPU prebuilt (``cpu_prebuilt``: one fits) only where the user is told so.
@@ -313,6 +310,7 @@ def _gpu_host_fallback(resolution: Any, policy: str | None, *, cpu_prebuilt: boo
 
 def _announce(plan: Plan) -> None:
     from selector_backend.engine.nccl_pairing import NCCL_WHEEL, extra_for
+    from selector_backend.engine.reinstall import reinstall_command
     from selector_backend.engine.variant import format_variant
     from selector_backend.install.console import notice
 
@@ -333,7 +331,8 @@ def _announce(plan: Plan) -> None:
         notice(
             f"warning: the installed build is {format_variant(installed)}; this install chose another. pip keys "
             f"its wheel cache by the sdist alone and reuses a cached wheel of another variant without running this "
-            f"backend, so whenever you change a choice use {CACHE_HINT} (hvd-selector doctor checks the result)"
+            "backend, so whenever you change a choice reinstall past the cache with your settings added to "
+            f"{reinstall_command(None, sys.executable)} (the command hvd-selector doctor prints; it checks the result)"
         )
 
 

@@ -38,3 +38,21 @@ def test_a_relative_directory_index_is_recorded_as_its_file_uri(
     command = reinstall_command(Installed("1.0", "pip", origin), sys.executable)
     assert f"--extra-index-url {local} --extra-index-url https://index.example/simple/" in command
     assert f"-C 'index-url={local} https://index.example/simple/'" in command
+
+
+def test_the_cache_warning_names_the_command_doctor_prints(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39: the wheel-cache warning gives the repair command of ``engine.reinstall`` (its flags,
+    this interpreter), not a flags hint of its own."""
+    from selector_backend.engine.catalog import load_catalog
+
+    catalog = load_catalog()
+    chosen = catalog.parse_variant("target=x86_64_v3 tensor_ops=gloo controllers=gloo", fill_defaults=True)
+    other = catalog.parse_variant("target=x86_64 tensor_ops=gloo controllers=gloo", fill_defaults=True)
+    monkeypatch.setattr(backend, "_installed_variant", lambda: other)
+    plan = SimpleNamespace(kind="source", variant=chosen, reason="asked")
+    backend._announce(plan)  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert "this install chose another" in err, err
+    assert f"with your settings added to {reinstall_command(None, sys.executable)} (the command" in err, err
