@@ -66,5 +66,6 @@ def test_ranks_that_drift_apart(drift: float, gloo_build: Build, tmp_path: Path)
         assert seen == [{"drifted": "ok", "next": "ok", "after_reinit": "ok"}] * 2, seen
         return
     assert seen[0]["drifted"].startswith("CollectiveTimeoutError"), seen
-    assert seen[0]["next"] != "ok", seen
+    assert seen[1]["drifted"].startswith(("PeerFailureError", "CollectiveTimeoutError")), seen  # rank 0 gave up
+    assert all("call shutdown() and init() again" in s["next"] for s in seen), seen
     assert [s["after_reinit"] for s in seen] == ["ok", "ok"], seen
