@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from selector_backend.jobs.build_facts import BuildFacts
+from selector_backend.jobs.build_facts import CONTAINS, BuildFacts, contents, network_transport
 
 
 def library_versions() -> dict[str, str]:
@@ -29,6 +29,9 @@ def collect(facts: BuildFacts) -> dict[str, Any]:
         "kernels": _core.build_string().rsplit("kernels=", 1)[-1],
         "tensor_ops": facts.tensor_ops,
         "controllers": list(facts.controllers),
+        # What the build contains: "gloo" is the value's name, "tcp" what it is (no Gloo library is linked).
+        "contains": contents(facts.tensor_ops, facts.controllers),
+        "network_transport": network_transport(facts.controllers),
         "cuda": facts.axis("cuda")[0] if facts.axis("cuda") else "none",
         "cuda_archs": list(facts.cuda_archs),
         "frameworks": list(facts.axis("frameworks")),
@@ -60,16 +63,18 @@ def format_text(info: dict[str, Any]) -> str:
         "",
         "Available controllers:",
         f"    {mark('mpi' in info['controllers'])} MPI",
-        f"    {mark('gloo' in info['controllers'])} Gloo",
+        f"    {mark('gloo' in info['controllers'])} {CONTAINS['gloo']}",
         "",
         "Available tensor operations:",
         f"    {mark(ops == 'nccl')} NCCL (cuda={info['cuda']}, cuda_arch={','.join(info['cuda_archs']) or 'none'})",
         f"    {mark(ops == 'mpi')} MPI",
-        f"    {mark(ops == 'gloo' or ops == 'nccl')} Gloo",
+        # tensor_ops=gloo, and the CPU tensors of an NCCL build: the gloo controller's TCP mesh
+        f"    {mark(ops == 'gloo' or (ops == 'nccl' and 'gloo' in info['controllers']))} {CONTAINS['gloo']}",
         "",
         "Libraries: " + (", ".join(f"{k} {v}" for k, v in info["libraries"].items()) or "none"),
         f"GPU operations: {info['gpu_operations']}",
         f"Fusion threshold: {info['fusion_threshold']} bytes",
+        f"Network transport: {info['network_transport']} (between ranks that share no memory)",
         f"Transport: {info['transport']}",
     ]
     if info["mpiexec"]:

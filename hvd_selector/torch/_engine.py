@@ -24,7 +24,10 @@ HOROVOD_CYCLE_TIME ms of collecting), and all ranks keep having rounds while
 the agreed table holds a request some rank still waits for. When the table
 is empty the thread sleeps, and the core's communicator is free for the
 numpy-level API. A request that some rank never submits fails, on the ranks
-that did, after HVD_SELECTOR_TIMEOUT seconds (Horovod only warns).
+that did, after HVD_SELECTOR_TIMEOUT seconds (Horovod only warns). No stall
+check: a round is a core collective under the core's one timeout, so ranks that
+drift apart longer than it stop this thread (docs/guide/pytorch.md, "Ranks that
+drift apart", says why and what to set).
 """
 
 from __future__ import annotations

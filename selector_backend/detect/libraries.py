@@ -132,12 +132,12 @@ def detect_mpi(notes: list[str], timeout: float | None = None) -> LibraryInfo | 
     if mpiexec:
         parsed = launcher_by_name(os.path.realpath(mpiexec))
         if parsed is None:
-            text = run_text([mpiexec, "--version"], notes, timeout) or ""
-            parsed = parse_mpiexec_version(text)
+            text = run_text([mpiexec, "--version"], notes, timeout)
+            parsed = parse_mpiexec_version(text) if text is not None else None
+            if text is not None and parsed is None:  # None: run_text's note already says it timed out or failed
+                notes.append(f"mpi: {mpiexec} --version said nothing recognisable")
         if parsed:
             found.append(LibraryInfo(parsed[0], parsed[1], os.path.realpath(mpiexec)))
-        else:
-            notes.append(f"mpi: {mpiexec} --version said nothing recognisable")
     if not found:
         for soname, impl in (("libmpi.so.12", "mpich"), ("libmpi.so.40", "openmpi")):
             for directory in SYSTEM_LIB_DIRS:

@@ -103,8 +103,8 @@ def detect(notes: list[str], timeout: float | None = None) -> NvidiaFacts:
     elif not os.environ.get("HVD_SELECTOR_NVML_REPLAY"):
         notes.append("nvml: no NVIDIA kernel driver (no /proc/driver/nvidia/version or /dev/nvidiactl)")
     smi = shutil.which("nvidia-smi")
-    if smi:
-        summary = run_text([smi], notes, timeout) or ""
+    summary = run_text([smi], notes, timeout) if smi else None
+    if smi and summary is not None:  # None: timed out or failed (noted); do not wait a second time
         query = [smi, "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"]
         csv = run_text(query, notes, timeout)
         facts = parse_nvidia_smi(summary, csv)
@@ -115,8 +115,8 @@ def detect(notes: list[str], timeout: float | None = None) -> NvidiaFacts:
         text = PROC_VERSION.read_text(errors="replace")
         match = re.search(r"Kernel Module\s+(\d+\.\d+(?:\.\d+)?)", text)
         if match:
-            notes.append(
-                f"/proc/driver/nvidia/version: driver {match.group(1)} present, but no GPU details "
-                "(install nvidia-ml-py or nvidia-smi)"
-            )
+            # suggest installing only what is missing: a present NVML or nvidia-smi that failed is noted above
+            missing = [name for name, absent in (("nvidia-ml-py", nvml is None), ("nvidia-smi", not smi)) if absent]
+            why = f"install {' or '.join(missing)}" if missing else "see the notes above"
+            notes.append(f"/proc/driver/nvidia/version: driver {match.group(1)} present, but no GPU details ({why})")
     return NvidiaFacts()

@@ -60,6 +60,9 @@ class Installed(NamedTuple):
     version: str
     installer: str  # dist-info INSTALLER: "pip", "uv", ...
     origin: InstallOrigin | None
+    #: the Spack install prefix this copy lives in (``<prefix>/.spack/spec.json`` beside its
+    #: ``lib/pythonX.Y/site-packages``): repaired with ``spack install``, never pip
+    spack_prefix: str | None = None
 
 
 def installed() -> Installed | None:
@@ -82,18 +85,13 @@ def installed() -> Installed | None:
             return None
 
     origin = read(ORIGIN_FILE)
+    prefix = site.parents[2] if len(site.parents) > 2 else site  # <prefix>/lib/pythonX.Y/site-packages
     return Installed(
         found[0].name.removeprefix("hvd_selector-").removesuffix(".dist-info"),
         (read("INSTALLER") or "pip").strip() or "pip",
         InstallOrigin.from_text(origin) if origin else None,
+        str(prefix) if (prefix / ".spack" / "spec.json").is_file() else None,
     )
-
-
-def _pip_urls(urls: Sequence[str]) -> list[str]:
-    """Index URLs as an installer takes them: a directory index as its file:// URL."""
-    from pathlib import Path
-
-    return [u if "://" in u else Path(u).expanduser().resolve().as_uri() for u in urls]
 
 
 def _join(words: list[str]) -> str:
@@ -125,7 +123,9 @@ def reinstall_command(installed: Installed | None, python: str, settings: Sequen
     cmd += ["--reinstall-package", DIST, "--no-cache"] if uv else ["--force-reinstall", "--no-deps", "--no-cache-dir"]
     origin = installed.origin if installed is not None else None
     if origin is not None and origin.index_urls:
-        urls = _pip_urls(origin.index_urls)
+        # as install/fetch.normalize_location made them (backend._record_origin); a record of an earlier
+        # release may hold a directory path, which pip and uv take as a local index as well
+        urls = list(origin.index_urls)
         for url in urls:
             cmd += ["--extra-index-url", url]
         if origin.index_from == "-C index-url":

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from selector_backend.errors import (
     EXIT_INTERNAL,
     ExternalError,
+    InputError,
     IntegrityError,
     NothingFitsError,
     SelectorError,
@@ -262,9 +263,6 @@ def pinned_prebuilt(candidates: Any, pin: str, unreadable: list[ExternalError]) 
     )
 
 
-CACHE_HINT = "pip install --no-cache-dir --force-reinstall"
-
-
 def _gpu_host_fallback(resolution: Any, policy: str | None, *, cpu_prebuilt: bool) -> Any:
     """On a GPU host no GPU prebuilt fits: the GPU source build where the CUDA toolchain is here,
     else the CPU prebuilt (``cpu_prebuilt``: one fits) only where the user is told so.
@@ -312,6 +310,7 @@ def _gpu_host_fallback(resolution: Any, policy: str | None, *, cpu_prebuilt: boo
 
 def _announce(plan: Plan) -> None:
     from selector_backend.engine.nccl_pairing import NCCL_WHEEL, extra_for
+    from selector_backend.engine.reinstall import reinstall_command
     from selector_backend.engine.variant import format_variant
     from selector_backend.install.console import notice
 
@@ -332,7 +331,8 @@ def _announce(plan: Plan) -> None:
         notice(
             f"warning: the installed build is {format_variant(installed)}; this install chose another. pip keys "
             f"its wheel cache by the sdist alone and reuses a cached wheel of another variant without running this "
-            f"backend, so whenever you change a choice use {CACHE_HINT} (hvd-selector doctor checks the result)"
+            "backend, so whenever you change a choice reinstall past the cache with your settings added to "
+            f"{reinstall_command(None, sys.executable)} (the command hvd-selector doctor prints; it checks the result)"
         )
 
 
@@ -473,12 +473,22 @@ def build_wheel(
 
 
 def _record_origin(wheel: Path, plan: Plan) -> None:
-    """The installed build will know the index it came from (``engine.reinstall``)."""
+    """The installed build will know the index it came from (``engine.reinstall``), each location as
+    ``fetch.normalize_location`` reads it (a directory as its file:// URI, resolved here, where a relative
+    path means what the user meant), so the repair commands print them as recorded."""
     from selector_backend.engine.reinstall import InstallOrigin
+    from selector_backend.install import fetch
     from selector_backend.install.origin_record import add_origin
 
+    def recorded(location: str) -> str:
+        try:
+            return fetch.normalize_location(location)
+        except InputError:  # a location this install never read (offline): recorded as given
+            return location
+
     settings = plan.settings
-    add_origin(wheel, InstallOrigin(settings.index_url, settings.origins.get("index-url"), plan.kind, plan.reason))
+    urls = tuple(recorded(u) for u in settings.index_url)
+    add_origin(wheel, InstallOrigin(urls, settings.origins.get("index-url"), plan.kind, plan.reason))
 
 
 def _install_prebuilt(plan: Plan, wheel_directory: Path) -> str:

@@ -89,17 +89,18 @@ def vendored_files(names: tuple[str, ...] = VENDORED) -> dict[str, bytes]:
     return out
 
 
-def rewrite_imports(source: bytes, names: tuple[str, ...] = VENDORED) -> bytes:
-    """``source`` with every absolute import of ``names`` pointed at ``selector_backend._vendor``; each
-    statement binds the same names as before (``import packaging.version`` still binds ``packaging``)."""
+def rewrite_imports(source: bytes, names: tuple[str, ...] = VENDORED, package: str = VENDOR_PACKAGE) -> bytes:
+    """``source`` with every absolute import of ``names`` pointed at ``package`` (``selector_backend._vendor``;
+    the variant provider's engine copy names its own); each statement binds the same names as before
+    (``import packaging.version`` still binds ``packaging``)."""
     starts = [0, *itertools.accumulate(len(line) for line in source.splitlines(keepends=True))]  # of each line
     edits: list[tuple[int, int, str]] = []  # (first byte, byte after, the statement that replaces them)
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] in names:
             aliases = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
-            text = f"from {VENDOR_PACKAGE}.{node.module} import {aliases}"
+            text = f"from {package}.{node.module} import {aliases}"
         elif isinstance(node, ast.Import) and any(a.name.split(".")[0] in names for a in node.names):
-            text = "; ".join(_import(a, names) for a in node.names)
+            text = "; ".join(_import(a, names, package) for a in node.names)
         else:
             continue
         assert node.end_lineno is not None and node.end_col_offset is not None  # set by ast.parse
@@ -112,17 +113,17 @@ def rewrite_imports(source: bytes, names: tuple[str, ...] = VENDORED) -> bytes:
     return source
 
 
-def _import(alias: ast.alias, names: tuple[str, ...]) -> str:
+def _import(alias: ast.alias, names: tuple[str, ...], package: str) -> str:
     """One name of an ``import`` statement, as a statement that binds what it bound."""
     top, _, rest = alias.name.partition(".")
     if top not in names:
         return f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
     if alias.asname:  # import a.b as c: binds c to a.b
-        return f"import {VENDOR_PACKAGE}.{alias.name} as {alias.asname}"
+        return f"import {package}.{alias.name} as {alias.asname}"
     if not rest:  # import a: binds a
-        return f"from {VENDOR_PACKAGE} import {top}"
+        return f"from {package} import {top}"
     # import a.b: binds a, with a.b loaded
-    return f'from {VENDOR_PACKAGE} import {top}; __import__("{VENDOR_PACKAGE}.{alias.name}")'
+    return f'from {package} import {top}; __import__("{package}.{alias.name}")'
 
 
 BACKEND_PATH = 'backend-path = ["."]  # selector_backend/ is carried in this sdist'

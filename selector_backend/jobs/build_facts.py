@@ -47,6 +47,33 @@ class BuildFacts:
         return tuple(a for a in self.axis("cuda_arch") if a != "none")
 
 
+# What each controller / tensor_ops value puts into a build, as build-info and doctor report it.
+# ``gloo`` is the value users type (Horovod's and Spack's word); the core links no Gloo library:
+# its gloo controller is the core's own authenticated TCP mesh (docs/reference/transport.md).
+NETWORK_TRANSPORT = {"gloo": "tcp", "mpi": "mpi"}
+CONTAINS = {
+    "gloo": "TCP (the gloo controller; no Gloo library)",
+    "mpi": "MPI",
+    "nccl": "NCCL",
+}
+
+
+def network_transport(controllers: tuple[str, ...]) -> str:
+    """How ranks that share no memory exchange data: ``tcp``, ``mpi`` or ``tcp,mpi`` (one per controller)."""
+    return ",".join(NETWORK_TRANSPORT.get(c, c) for c in controllers)
+
+
+def contents(tensor_ops: str, controllers: tuple[str, ...]) -> str:
+    """One line naming what a build contains, e.g. ``tensor operations and controller: TCP (...)``."""
+    names = ", ".join(CONTAINS.get(c, c) for c in controllers)
+    if controllers == (tensor_ops,):
+        return f"tensor operations and controller: {names}"
+    ops = CONTAINS.get(tensor_ops, tensor_ops)
+    if tensor_ops == "nccl":  # CPU tensors of an NCCL build go over the controller's network
+        ops += " (CPU tensors over the controller's network)"
+    return f"tensor operations: {ops}; controllers: {names}"
+
+
 def _load_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))

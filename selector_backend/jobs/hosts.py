@@ -9,12 +9,12 @@ the sizes are checked before any list is built from them.
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
-import stat
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from selector_backend.files import safeparse
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1")
 MAX_RANKS = 1 << 16  # ranks in one job: far above any real job, far below what would exhaust the launcher
@@ -82,28 +82,9 @@ def parse_hosts(text: str) -> list[tuple[str, int]]:
 
 
 def _read_small_text(path: str) -> str:
-    """A regular file of at most MAX_HOSTFILE_BYTES of UTF-8 text without NUL bytes.
-
-    Opened non-blocking, so a FIFO nobody writes to returns at once, and
-    checked on the opened descriptor (nothing can swap the file in between).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError as exc:
-        raise ValueError(f"cannot read the hostfile {path}: {exc.strerror or exc}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-            raise ValueError(f"the hostfile {path} is {kind}; pass a text file of 'host slots=N' lines")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read(MAX_HOSTFILE_BYTES + 1)
-    except OSError as exc:
-        raise ValueError(f"cannot read the hostfile {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_HOSTFILE_BYTES:
-        raise ValueError(f"the hostfile {path} is larger than {MAX_HOSTFILE_BYTES} bytes; is it a host list?")
+    """A regular file of at most MAX_HOSTFILE_BYTES (``files.safeparse``'s one bounded reader: a FIFO,
+    a device or a directory is refused before it is read) of UTF-8 text without NUL bytes."""
+    data = safeparse.read_bytes(path, "the hostfile", MAX_HOSTFILE_BYTES)
     if b"\0" in data:
         raise ValueError(f"the hostfile {path} holds a NUL byte; pass a text file of 'host slots=N' lines")
     try:

@@ -4,8 +4,9 @@ An installer that runs Python providers installs a namespace's provider
 before it chooses a wheel. If the provider were ``hvd-selector`` itself, the
 package being chosen would have to be installed to choose it. This builds a
 pure-Python wheel that carries the provider and a copy of the engine it asks
-(``selector_backend``, taken from this tree when the wheel is built, as the
-sdist takes its vendored imports), under its own import name, so it installs
+(``selector_backend``, taken from this tree when the wheel is built and
+vendored as the sdist vendors its imports: under a private package name, its
+imports rewritten, no ``sys.path`` edit), so it installs
 without ``hvd-selector`` and can never disagree with the release it is built
 with. Its dependencies are the engine's pure-Python ones.
 """
@@ -22,23 +23,19 @@ from selector_backend.engine.catalog import Catalog, default_catalog_path
 from selector_backend.install.origin_record import record_row
 
 MODULE = variant_json.PLUGIN_API.split(":")[0]
-ENGINE_DIR = "_engine"  # the copy of selector_backend, put first on sys.path by the provider module
+ENGINE_PACKAGE = f"{MODULE}._engine"  # the copy of selector_backend is {ENGINE_PACKAGE}.selector_backend
 REQUIRES = ("archspec>=0.2.5", "packaging>=22", "tomli>=1.1; python_version < '3.11'")
 
+# The copy's imports of selector_backend are rewritten to its private name as it is copied (the way
+# the sdist vendors archspec, packaging and tomli: install.sdist.rewrite_imports), so nobody's
+# sys.path is touched and a hvd-selector installed beside the provider is never shadowed or mixed in.
 _SHIM = f'''"""hvd-selector's PEP 825 variant provider for the hvd_selector namespace (built from hvd-selector).
 
-It carries a copy of the selector engine of its release in {ENGINE_DIR}/, so it needs no
-hvd-selector installed; that copy comes first on sys.path of the installer's provider process.
+It carries a copy of the selector engine of its release as {ENGINE_PACKAGE}.selector_backend,
+its imports rewritten to that name, so it needs no hvd-selector installed and changes no sys.path.
 """
 
-import pathlib
-import sys
-
-_ENGINE = str(pathlib.Path(__file__).resolve().parent / "{ENGINE_DIR}")
-if _ENGINE not in sys.path:
-    sys.path.insert(0, _ENGINE)
-
-from selector_backend.publishing.variant_provider import HvdSelectorProvider  # noqa: E402
+from {ENGINE_PACKAGE}.selector_backend.publishing.variant_provider import HvdSelectorProvider
 
 __all__ = ["HvdSelectorProvider"]
 '''
@@ -50,13 +47,19 @@ def wheel_name(catalog: Catalog) -> str:
 
 def provider_files(catalog: Catalog) -> dict[str, bytes]:
     """Archive path -> bytes: the provider module, the engine copy, the catalog and the dist-info."""
-    files: dict[str, bytes] = {f"{MODULE}/__init__.py": _SHIM.encode()}
-    engine = f"{MODULE}/{ENGINE_DIR}/selector_backend"
+    from selector_backend.install.sdist import rewrite_imports
+
+    engine_dir = ENGINE_PACKAGE.replace(".", "/")
+    files: dict[str, bytes] = {
+        f"{MODULE}/__init__.py": _SHIM.encode(),
+        f"{engine_dir}/__init__.py": b'"""The provider\'s copy of selector_backend (see the package docstring)."""\n',
+    }
+    engine = f"{engine_dir}/selector_backend"
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         rel = path.relative_to(PACKAGE_DIR)
         if rel.parts[0] in ("_vendor",) or "__pycache__" in rel.parts:
             continue
-        files[f"{engine}/{rel.as_posix()}"] = path.read_bytes()
+        files[f"{engine}/{rel.as_posix()}"] = rewrite_imports(path.read_bytes(), ("selector_backend",), ENGINE_PACKAGE)
     files[f"{engine}/variants/catalog.toml"] = default_catalog_path().read_bytes()
     dist_info = f"{MODULE}-{catalog.version}.dist-info"
     metadata = [

@@ -98,7 +98,8 @@ OTHER_ENV: dict[str, str] = {
     ENV_PREFIX + "RUN_GPU": "test suite: also run the tests marked gpu",
     ENV_PREFIX + "TRACE": "append one JSON line per backend decision (plan computed or reused) to this file",
     # set by `hvd-selector run` for each rank it starts; a rank may itself run hvd-selector
-    ENV_PREFIX + "TIMEOUT": "hvd-selector run: seconds a rank waits for its peers (default 60)",
+    ENV_PREFIX + "TIMEOUT": "hvd-selector run: seconds a rank waits for its peers (default 60), in every collective; "
+    "also how long torch ranks may drift apart (no Horovod stall warning; HOROVOD_STALL_* are not read)",
     ENV_PREFIX + "RANK": "set by hvd-selector run: this process's rank",
     ENV_PREFIX + "SIZE": "set by hvd-selector run: number of ranks",
     ENV_PREFIX + "LOCAL_RANK": "set by hvd-selector run: rank on this host",

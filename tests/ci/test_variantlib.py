@@ -155,6 +155,38 @@ def provider_venv(tmp_path_factory: pytest.TempPathFactory, catalog: Catalog) ->
     return python
 
 
+NO_PATH_EDIT = (
+    "import json, sys; before = list(sys.path); "
+    "from variantlib.plugins.loader import PluginLoader; from variantlib.variants_json import VariantsJson; "
+    "loader = PluginLoader(VariantsJson(json.load(open(sys.argv[1]))), filter_plugins=[sys.argv[2]]); "
+    "loader.__enter__(); loader.get_supported_configs(); "
+    "import hvd_selector_variant_provider as p; "
+    "print(json.dumps({'same_path': sys.path == before, 'top': sorted(m for m in sys.modules if '.' not in m), "
+    "'engine': p.HvdSelectorProvider.__module__}))"
+)
+
+
+def test_the_provider_vendors_its_engine_without_touching_sys_path(
+    provider_venv: Path, site: Path, catalog: Catalog
+) -> None:
+    """issue 39: the engine copy is a private package (imports rewritten, as the sdist vendors), so loading
+    the provider through variantlib leaves sys.path as it was and imports no top-level ``selector_backend``
+    that would shadow, or mix with, a hvd-selector installed beside it."""
+    env = {k: v for k, v in _env({}, site).items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [str(provider_venv), "-c", NO_PATH_EDIT, str(index_file(site, catalog)), catalog.namespace],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=site.parent,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout)
+    assert seen["same_path"], "loading the provider changed sys.path"
+    assert "selector_backend" not in seen["top"], "the provider imported a top-level selector_backend"
+    assert seen["engine"] == "hvd_selector_variant_provider._engine.selector_backend.publishing.variant_provider"
+
+
 @pytest.mark.parametrize("name", list(PROFILES))
 def test_the_provider_wheel_answers_through_variantlib_without_hvd_selector(
     name: str, provider_venv: Path, site: Path, catalog: Catalog, monkeypatch: pytest.MonkeyPatch

@@ -19,7 +19,22 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "selector_backend"
 ARCHITECTURE_PAGE = ROOT / "docs" / "project" / "architecture.md"
 PROJECT_PACKAGES = ("selector_backend", "hvd_selector", "devtools")
-SUBPACKAGES = ("engine", "files", "detect", "install", "publishing", "interop", "cli", "jobs")
+
+
+def table(header: str) -> list[list[str]]:
+    """The cells of each row of the Architecture page's table whose header line is ``header``."""
+    lines = ARCHITECTURE_PAGE.read_text(encoding="utf-8").splitlines()
+    start = lines.index(header) + 2
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+MAP_HEADER = "| package | audience | owns | may import |"
+SUBPACKAGES = tuple(row[0].strip("`/") for row in table(MAP_HEADER))  # the page's rows, not a second list
 
 
 @pytest.mark.parametrize("name", SUBPACKAGES)
@@ -30,7 +45,7 @@ def test_every_subpackage_says_what_it_owns(name: str) -> None:
     assert exported, f"selector_backend.{name} has no __all__"
     modules = {p.stem for p in (PACKAGE / name).glob("*.py") if not p.stem.startswith("_")}
     modules |= {p.name for p in (PACKAGE / name).iterdir() if (p / "__init__.py").is_file()}
-    if name != "detect":  # detect exports its entry points, detect_host and host_profile_for
+    if name not in ("detect", "settings"):  # these export their entry points (host_profile_for, load_settings, ...)
         assert exported == modules, f"selector_backend.{name}.__all__ lists its modules: {sorted(modules)}"
 
 
@@ -171,28 +186,25 @@ def _room(module: str) -> str:
 def package_map() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
     """package -> (what it may import, what it may import for types only), read from the package map
     table of the Architecture page: its one statement of the rule."""
-    lines = ARCHITECTURE_PAGE.read_text(encoding="utf-8").splitlines()
-    start = lines.index("| package | audience | owns | may import |") + 2
-    table: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
-    for line in lines[start:]:
-        if not line.startswith("|"):
-            break
-        package, _, _, may = (cell.strip() for cell in line.strip("|").split(" | "))
+    rules: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+    for package, _, _, may in table(MAP_HEADER):
         name = package.strip("`/")
         if may == "everything":
             continue
         items = [] if may == "nothing" else re.findall(r"`([\w.]+)`( \([^)]*\))?", may)
         assert may == "nothing" or items, f"{ARCHITECTURE_PAGE.name}: {name}: cannot read {may!r}"
         allowed = frozenset(item for item, note in items if "types only" not in note)
-        table[name] = (allowed, frozenset(item for item, note in items if "types only" in note))
-    return table
+        rules[name] = (allowed, frozenset(item for item, note in items if "types only" in note))
+    return rules
 
 
 def test_the_package_map_names_every_package() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    rows = [line for line in ARCHITECTURE_PAGE.read_text(encoding="utf-8").splitlines() if line.startswith("| `")]
-    listed = {row.split("`")[1].strip("/") for row in rows}
-    assert packages <= listed, f"{ARCHITECTURE_PAGE.name}: the package map lacks {sorted(packages - listed)}"
+    listed = set(SUBPACKAGES)
+    assert packages == listed, (
+        f"{ARCHITECTURE_PAGE.name}: the package map lacks {sorted(packages - listed)}, "
+        f"names no package {sorted(listed - packages)}"
+    )
 
 
 @pytest.mark.parametrize("package", sorted(package_map()))
@@ -210,3 +222,71 @@ def test_each_audience_imports_only_what_the_map_allows(package: str) -> None:
             assert item.type_only and room in types_only, (
                 f"{item.where} imports {item.target}: {package} may not import {room} ({ARCHITECTURE_PAGE.name})"
             )
+
+
+def _page_path(written: str) -> Path | None:
+    """A path as the Architecture page writes it: from the repository root, else inside ``selector_backend``."""
+    for base in (ROOT, PACKAGE):
+        if (base / written).exists():
+            return base / written
+    return None
+
+
+def _defines(path: Path, dotted: str) -> bool:
+    """Does ``path`` define ``dotted`` (``name`` or ``Class.member``)? Python by its syntax tree, else by its text."""
+    if path.suffix != ".py":
+        return re.search(rf"\b{re.escape(dotted.rpartition('.')[2])}\b", path.read_text(encoding="utf-8")) is not None
+    body: list[ast.stmt] = ast.parse(path.read_text(encoding="utf-8")).body
+    for part in dotted.split("."):
+        for node in body:
+            names = (
+                [node.name]
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                else [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if type(t) is ast.Name]
+            )
+            if part in names:
+                body = node.body if isinstance(node, ast.ClassDef) else []
+                break
+        else:
+            return False
+    return True
+
+
+RULES_HEADER = "| rule | one place |"
+
+
+@pytest.mark.parametrize("rule", [row[0] for row in table(RULES_HEADER)])
+def test_each_rule_lives_where_the_page_says(rule: str) -> None:
+    """'Where each rule lives' names a file and, after it, what in that file holds the rule: both exist."""
+    place = dict((row[0], row[1]) for row in table(RULES_HEADER))[rule]
+    written, *names = re.findall(r"`([^`]+)`", place)
+    path = _page_path(written)
+    assert path is not None, f"{ARCHITECTURE_PAGE.name}: {rule!r} lives in {written}, which does not exist"
+    for name in names:
+        if re.fullmatch(r"[A-Za-z_][\w.]*", name) and "/" not in name:
+            assert _defines(path, name), f"{ARCHITECTURE_PAGE.name}: {rule!r}: {written} defines no {name}"
+
+
+def test_the_data_flow_names_files_that_exist() -> None:
+    """Every Python file the page names (the data flow from ``pip install`` and the prose) exists."""
+    text = ARCHITECTURE_PAGE.read_text(encoding="utf-8")
+    named = sorted(set(re.findall(r"(?<![\w./])((?:[\w]+/)+[\w]+\.py)\b", text)))
+    assert len(named) >= 10, named  # the reader works: the diagram alone names more
+    missing = [name for name in named if _page_path(name) is None]
+    assert not missing, f"{ARCHITECTURE_PAGE.name} names files that do not exist: {missing}"
+
+
+def test_the_runtime_imports_only_what_the_page_says() -> None:
+    """``hvd_selector`` takes from ``selector_backend`` only ``jobs`` and two engine modules that import
+    nothing else (the page's paragraph on the runtime), so ``import hvd_selector`` stays light."""
+    allowed = ("selector_backend.jobs", "selector_backend.engine.runtime", "selector_backend.engine.reinstall")
+    stray = [
+        f"{item.where} imports {item.target}"
+        for item in project_imports()
+        if item.project
+        and item.importer.split(".")[0] == "hvd_selector"
+        and item.target.startswith("selector_backend.")
+        and item.target != "selector_backend.engine"  # the package above runtime and reinstall
+        and not item.target.startswith(allowed)
+    ]
+    assert not stray, "hvd_selector imports beyond jobs, engine.runtime, engine.reinstall:\n" + "\n".join(stray)

@@ -306,6 +306,30 @@ def test_hanging_mpiexec_is_bounded(cli: Any, tmp_path: Path) -> None:
     assert elapsed < 5, f"detect took {elapsed:.1f} s with a hanging mpiexec"
     notes = result.json()["notes"]
     assert any("mpiexec: timed out after 0.5 s" in n for n in notes), notes
+    # issue 39: one note, not a second one claiming mpiexec answered something unrecognisable
+    assert not any("said nothing recognisable" in n for n in notes), notes
+
+
+def test_a_detector_that_hangs_gets_one_note_and_one_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hanging NVML and nvidia-smi beside a loaded driver: each timeout noted once, nvidia-smi waited for
+    once (not again for its query), and no advice to install the tools that are there but did not answer."""
+    calls = tmp_path / "calls"
+    fake_tool(tmp_path / "bin", "nvidia-smi", f'echo "$*" >> {calls}; sleep 20')
+    version = tmp_path / "version"
+    version.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(nvidia, "PROC_VERSION", version)
+    monkeypatch.setattr(nvidia, "load_nvml", lambda: object())
+    monkeypatch.setattr(nvidia, "query_nvml", lambda nvml: time.sleep(20))
+    notes: list[str] = []
+    facts = nvidia.detect(notes, timeout=0.5)
+    assert facts == nvidia.NvidiaFacts()
+    assert notes == [
+        "nvml: TimeoutError: NVML did not answer within 0.5 s",
+        f"{tmp_path / 'bin' / 'nvidia-smi'}: timed out after 0.5 s",
+        "/proc/driver/nvidia/version: driver 550.54.15 present, but no GPU details (see the notes above)",
+    ], notes
+    assert calls.read_text().splitlines() == [""], "nvidia-smi was asked again after it timed out"
 
 
 def test_call_with_timeout_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -123,10 +123,14 @@ def test_build_info_command(any_build: Build, tmp_path: Path) -> None:
     assert info["cuda_archs"] == [] and info["gpu_operations"].startswith("unavailable")
     if any_build.name.startswith("gloo"):
         assert info["tensor_ops"] == "gloo" and info["controllers"] == ["gloo"]
+        # issue 39: what the build contains, not the value's name: TCP, no Gloo library
+        assert info["network_transport"] == "tcp"
+        assert info["contains"] == "tensor operations and controller: TCP (the gloo controller; no Gloo library)"
         assert info["libraries"] == {}  # the gloo controller links no third-party library
     else:
         impl = "MPICH" if "mpich" in any_build.name else "Open MPI"
         assert info["tensor_ops"] == "mpi" and impl in info["libraries"]["mpi"]
+        assert info["network_transport"] == "mpi" and info["contains"] == "tensor operations and controller: MPI"
         assert info["mpiexec"].endswith("mpich" if impl == "MPICH" else "openmpi")
     text = subprocess.run(
         [sys.executable, "-m", "selector_backend", "build-info"],
@@ -137,6 +141,9 @@ def test_build_info_command(any_build: Build, tmp_path: Path) -> None:
         timeout=60,
     ).stdout
     assert "Available tensor operations:" in text and "CPU target: x86_64_v3" in text
+    assert "] Gloo" not in text  # the core links no Gloo library; the gloo controller is a TCP mesh
+    tcp = "[X]" if any_build.name.startswith("gloo") else "[ ]"
+    assert text.count(f"    {tcp} TCP (the gloo controller; no Gloo library)") == 2, text
 
 
 def test_gpu_tensors_refused_clearly_on_cpu_build(gloo_build: Build, tmp_path: Path) -> None:

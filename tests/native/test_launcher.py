@@ -275,9 +275,9 @@ def _proxy(tmp: Path) -> str:
 @pytest.mark.parametrize(
     "hostfile,text",
     [
-        (_fifo, "is not a regular file"),
-        (lambda tmp: "/dev/zero", "is not a regular file"),
-        (lambda tmp: str(tmp), "is a directory"),
+        (_fifo, "the hostfile is a FIFO (named pipe), not a regular file"),
+        (lambda tmp: "/dev/zero", "the hostfile is a character device, not a regular file"),
+        (lambda tmp: str(tmp), "the hostfile is a directory, not a regular file"),
         (_nul, "holds a NUL byte"),
         (_proxy, "'-oProxyCommand=touch"),
     ],

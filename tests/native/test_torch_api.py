@@ -51,3 +51,21 @@ def test_example_ranks_end_identical(gloo_build: Build, tmp_path: Path) -> None:
     assert len(printed) == 2 and printed[1] < printed[0] / 4, f"the example does not learn: {printed}"
     shown = [float(x) for x in LOSS.findall((REPO / "docs" / "guide" / "pytorch.md").read_text())]
     assert shown == pytest.approx(printed, abs=0.01), f"docs/guide/pytorch.md shows {shown}, it prints {printed}"
+
+
+@pytest.mark.parametrize("drift", [1.0, 3.5])
+def test_ranks_that_drift_apart(drift: float, gloo_build: Build, tmp_path: Path) -> None:
+    """issue 39: no Horovod stall check (docs/guide/pytorch.md, "Ranks that drift apart"). With
+    HVD_SELECTOR_TIMEOUT=2, a rank that computes alone for 1 s costs nothing; one that computes for
+    3.5 s ends rank 0's waiting allreduce with CollectiveTimeoutError, later torch collectives fail
+    until shutdown() and init(), and after that the job goes on."""
+    proc = launch(gloo_build, 2, "torch_drift.py", str(tmp_path), str(drift), cwd=tmp_path, HVD_SELECTOR_TIMEOUT="2")
+    seen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    if drift < 2:
+        assert seen == [{"drifted": "ok", "next": "ok", "after_reinit": "ok"}] * 2, seen
+        return
+    assert seen[0]["drifted"].startswith("CollectiveTimeoutError"), seen
+    assert seen[1]["drifted"].startswith(("PeerFailureError", "CollectiveTimeoutError")), seen  # rank 0 gave up
+    assert all("call shutdown() and init() again" in s["next"] for s in seen), seen
+    assert [s["after_reinit"] for s in seen] == ["ok", "ok"], seen

@@ -56,9 +56,24 @@ def nccl_problems(installed: Any, host: Any) -> list[Any]:
     return pair_problems(installed, wheels, host.cuda_driver)
 
 
-def gpu_build_advice(selection: Any, dist: Any) -> dict[str, Any] | None:
-    """For a CPU build on a host with NVIDIA GPUs: the GPU build that fits, what building it needs, the command."""
+def repair_command(dist: Any, variant: Any, catalog: Any, settings: list[str]) -> str:
+    """The command that installs ``variant`` the way this copy was installed.
+
+    A copy Spack installed is rebuilt by Spack (the spec of ``variant``); pip or uv
+    would write into Spack's prefix behind its back. Any other copy gets the installer
+    command of ``engine.reinstall`` with ``settings`` (which lead that backend to ``variant``).
+    """
     from selector_backend.engine.reinstall import reinstall_command
+
+    if dist is not None and dist.spack_prefix is not None:
+        from selector_backend.interop.spack.mapping import variant_to_spec
+
+        return f"spack install {variant_to_spec(variant, catalog.spack_package, dist.version)}"
+    return reinstall_command(dist, sys.executable, settings)
+
+
+def gpu_build_advice(selection: Any, dist: Any, catalog: Any) -> dict[str, Any] | None:
+    """For a CPU build on a host with NVIDIA GPUs: the GPU build that fits, what building it needs, the command."""
     from selector_backend.engine.variant import format_variant
     from selector_backend.errors import SelectorError
     from selector_backend.install.build import missing_toolchain
@@ -76,17 +91,18 @@ def gpu_build_advice(selection: Any, dist: Any) -> dict[str, Any] | None:
         "gpu_build": format_variant(best),
         "needs": missing_toolchain(best, selection.host),
         # gpu-nvidia: the index's GPU build, else the GPU source build, never the CPU build again
-        "command": reinstall_command(dist, sys.executable, ["selector=gpu-nvidia"]),
+        "command": repair_command(dist, best, catalog, ["selector=gpu-nvidia"]),
         "why": None,
     }
 
 
 def run(args: argparse.Namespace) -> int:
     from selector_backend.engine import compat, variant_json
-    from selector_backend.engine.reinstall import extra_command, installed, reinstall_command, uninstall_command
+    from selector_backend.engine.reinstall import extra_command, installed, uninstall_command
     from selector_backend.engine.variant import format_variant
     from selector_backend.errors import EXIT_NOTHING_FITS, InputError
     from selector_backend.files.safeparse import read_bytes
+    from selector_backend.jobs.build_facts import contents
 
     _, catalog, selection = selection_from_args(args)
     host = selection.host
@@ -107,17 +123,23 @@ def run(args: argparse.Namespace) -> int:
     # NCCL matters where a GPU is: on a host without one, a CUDA build is reinstalled, not given NCCL
     nccl = nccl_problems(build, host) if host.nvidia_gpus() else []
     runs = fits and not nccl
-    fixes = [] if fits else [reinstall_command(dist, sys.executable)]
+    best = selection.require_source_build()
+    fixes = [] if fits else [repair_command(dist, best, catalog, [])]
     for problem in nccl:
         if problem.add_extra:
             fixes.append(extra_command(dist, sys.executable, problem.add_extra))
         if problem.uninstall:
             fixes.append(uninstall_command(dist, sys.executable, problem.uninstall))
-    gpu = gpu_build_advice(selection, dist) if runs and build.get("cuda", "none") == "none" else None
-    best = selection.require_source_build()
+    gpu = gpu_build_advice(selection, dist, catalog) if runs and build.get("cuda", "none") == "none" else None
     index_recorded = dist is not None and dist.origin is not None and bool(dist.origin.index_urls)
     report: dict[str, Any] = {
-        "installed": {"variant": build.to_json(), "label": label, "variant_json": str(path)},
+        "installed": {
+            "variant": build.to_json(),
+            "label": label,
+            "variant_json": str(path),
+            "contains": contents(str(build["tensor_ops"]), build.values_of("controllers")),
+            "spack_prefix": dist.spack_prefix if dist is not None else None,
+        },
         "runs_here": runs,
         "reasons": [f.reason for f in findings] + [p.reason for p in nccl],
         "exact_build_for_this_machine": best.to_json(),
@@ -129,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0 if runs else EXIT_NOTHING_FITS
     print(f"installed: {format_variant(build)} (variant {label}, {path})")
+    print(f"  contains: {report['installed']['contains']}")
     for finding in findings:
         print(f"  {'+' if finding.ok else '-'} {finding.reason}")
     for problem in nccl:
@@ -149,10 +172,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("ok: the installed build runs on this machine")
         if best != build:
-            always = reinstall_command(dist, sys.executable, ["build-policy=always-build"])
+            always = repair_command(dist, best, catalog, ["build-policy=always-build"])
             print(f"note: an exact source build for this machine would be {format_variant(best)} ({always})")
     for command in fixes:
         print(f"fix: {command}")
-    if (fixes or gpu) and dist is not None and not index_recorded:
+    if (fixes or gpu) and dist is not None and dist.spack_prefix is None and not index_recorded:
         print("note: this install recorded no variant index; add --extra-index-url with the one you installed from")
     return 0 if runs else EXIT_NOTHING_FITS
