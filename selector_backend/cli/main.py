@@ -61,6 +61,25 @@ def _version() -> str:
         return f"{load_catalog().version} (source checkout)"
 
 
+class SuggestingParser(argparse.ArgumentParser):
+    """argparse's 'invalid choice' (a command, a sub-command, a --format) with the closest choice,
+    as every other unknown name gets (Python 3.14's suggest_on_error, for every Python)."""
+
+    def error(self, message: str) -> NoReturn:
+        import re
+
+        from selector_backend.errors import did_you_mean
+
+        bad = re.search(r"invalid choice: '?([^'\s]*)'? \(choose from (.*)\)$", message)
+        if bad:
+            choices = [c.strip().strip("'\"") for c in bad.group(2).split(",")]
+            hint = did_you_mean(bad.group(1), choices)
+            message = (
+                message[: bad.start()] + f"invalid choice {bad.group(1)!r}{hint}; choose from {', '.join(choices)}"
+            )
+        super().error(message)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     class VersionAction(argparse.Action):
         """--version, looked up only when asked (cold start stays cheap)."""
@@ -71,24 +90,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
             print(f"{PROG} {_version()}")
             parser.exit(0)
-
-    class SuggestingParser(argparse.ArgumentParser):
-        """argparse's 'invalid choice' (a command, a sub-command, a --format) with the closest choice,
-        as every other unknown name gets (Python 3.14's suggest_on_error, for every Python)."""
-
-        def error(self, message: str) -> NoReturn:
-            import re
-
-            from selector_backend.errors import did_you_mean
-
-            bad = re.search(r"invalid choice: '?([^'\s]*)'? \(choose from (.*)\)$", message)
-            if bad:
-                choices = [c.strip().strip("'\"") for c in bad.group(2).split(",")]
-                hint = did_you_mean(bad.group(1), choices)
-                message = (
-                    message[: bad.start()] + f"invalid choice {bad.group(1)!r}{hint}; choose from {', '.join(choices)}"
-                )
-            super().error(message)
 
     parser = SuggestingParser(
         prog=PROG,
@@ -106,11 +107,31 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def command_parser(name: str) -> argparse.ArgumentParser | None:
+    """The parser of one command alone, as the full parser would run it: a cold start builds one parser, not two.
+
+    None when ``name`` is no command's name (the full parser then says so, with the closest choice).
+    """
+    if name.replace("-", "_") not in COMMAND_MODULES:
+        return None
+    (module,) = _load_commands(name)
+    if name != module.NAME:
+        return None
+    parser = SuggestingParser(prog=f"{PROG} {module.NAME}", description=module.HELP)
+    module.add_arguments(parser)
+    parser.set_defaults(_run=module.run)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = argv[0] if argv and not argv[0].startswith("-") else None
-    parser = build_parser(first)
-    args = parser.parse_args(argv)
+    parser = command_parser(first) if first else None
+    if parser is not None:
+        args = parser.parse_args(argv[1:])
+    else:
+        parser = build_parser(first)
+        args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2

@@ -7,8 +7,6 @@ boundary: with HVD_SELECTOR_NVML_REPLAY=FILE it returns recorded NVML answers
 (see ``nvml_replay``) so a GPU machine's behaviour can be replayed anywhere.
 """
 
-from __future__ import annotations
-
 import contextlib
 import os
 import re

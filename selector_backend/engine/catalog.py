@@ -5,8 +5,6 @@ matrix are data; this module turns the TOML into frozen objects and rejects a
 bad catalog with ``file:line: what is wrong`` before anything uses it.
 """
 
-from __future__ import annotations
-
 import functools
 import itertools
 import re

@@ -6,8 +6,6 @@ the host, ``reason`` says why in words a user can act on. Every consumer
 decides compatibility.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, NamedTuple
 

@@ -6,8 +6,6 @@ file, a missing field means "absent" (never "detect here") and an unknown key
 is an error.
 """
 
-from __future__ import annotations
-
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -43,7 +41,7 @@ class CpuInfo(NamedTuple):
     features: tuple[str, ...] = ()
 
     @classmethod
-    def from_microarch(cls, name: str, features: tuple[str, ...] | None = None) -> CpuInfo:
+    def from_microarch(cls, name: str, features: tuple[str, ...] | None = None) -> "CpuInfo":
         """Derive generic level, family and features from archspec."""
         feats = features if features is not None else tuple(sorted(targets.features(name)))
         return cls(name, targets.generic(name), targets.family(name), feats)
@@ -93,7 +91,7 @@ class HostProfile(NamedTuple):
     def library(self, name: str) -> LibraryInfo | None:
         return self.libraries.get(name)
 
-    def with_note(self, note: str) -> HostProfile:
+    def with_note(self, note: str) -> "HostProfile":
         return self._replace(notes=(*self.notes, note))
 
     # ------------------------------------------------------------ JSON
@@ -141,7 +139,7 @@ class HostProfile(NamedTuple):
         }
 
     @classmethod
-    def from_json(cls, data: Any, source: str = "host profile") -> HostProfile:
+    def from_json(cls, data: Any, source: str = "host profile") -> "HostProfile":
         return _ProfileReader(source).read(data)
 
 

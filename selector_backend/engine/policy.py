@@ -5,8 +5,6 @@ number of pins ``axis=value``. A misspelled mode or value is an error with a
 suggestion — never silently something else (the JAX anti-goal).
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import NamedTuple

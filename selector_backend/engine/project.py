@@ -14,8 +14,6 @@ as for the settings). The rest of the table is the user-turnable settings
 chain, so ``[tool.hvd-selector]`` is read in this one place.
 """
 
-from __future__ import annotations
-
 import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path

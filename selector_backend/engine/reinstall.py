@@ -8,8 +8,6 @@ work as printed (the right interpreter's installer, the index, the version),
 and ``resolve`` on an installed copy ranks that index by default.
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -34,7 +32,7 @@ class InstallOrigin(NamedTuple):
         return json.dumps({**data, "reason": self.reason}, indent=1) + "\n"
 
     @classmethod
-    def from_text(cls, text: str) -> InstallOrigin | None:
+    def from_text(cls, text: str) -> "InstallOrigin | None":
         """The record, or None when it does not read as one (an older or damaged install)."""
         import json
 

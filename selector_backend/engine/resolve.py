@@ -5,8 +5,6 @@ reads like the preference list it encodes. ``ideal_variant`` answers "what
 would a source build target" from the same rules.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
 from types import MappingProxyType
@@ -136,7 +134,7 @@ class RankedCandidate:
         findings: tuple[Finding, ...],
         files: tuple[CandidateFile, ...] = (),
         fitting: int = 0,
-        rank_key: RankKey | None = None,
+        rank_key: "RankKey | None" = None,
         excluded: bool = False,
     ) -> None:
         self.candidate = candidate

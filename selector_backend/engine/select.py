@@ -12,8 +12,6 @@ detect or load the host and read candidates (the catalog's matrix, a
 variant index read by ``install.variant_index``, a Spack listing).
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -36,7 +34,7 @@ class Sources(NamedTuple):
     """what could be installed on that host; None ranks nothing (only the source build is wanted)"""
 
     @classmethod
-    def fixed(cls, host: HostProfile, candidates: Iterable[Candidate] | None = None) -> Sources:
+    def fixed(cls, host: HostProfile, candidates: Iterable[Candidate] | None = None) -> "Sources":
         """A host and candidates already in hand (the planner, the Spack picker, tests)."""
         listed = None if candidates is None else list(candidates)
         return cls(lambda: host, None if listed is None else (lambda _host: listed))
@@ -76,7 +74,7 @@ class Selection(NamedTuple):
         raise self.resolution.source_build_error
 
 
-def select(settings: Settings, catalog: Catalog, sources: Sources) -> Selection:
+def select(settings: "Settings", catalog: Catalog, sources: Sources) -> Selection:
     """Read the request out of ``settings`` (variant, selector pins), then ``select_with``."""
     requested = catalog.parse_variant(settings.variant, fill_defaults=True) if settings.variant else None
     selection = select_with(parse_selector(settings.selector, catalog), catalog, sources)
