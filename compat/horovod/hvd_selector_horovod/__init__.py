@@ -40,9 +40,11 @@ else:
 
 HOROVOD_API = "0.28.1"  # the last Horovod release, whose horovod.torch hvd_selector.torch follows
 TORCH_MODULES = ("mpi_ops", "compression", "functions", "optimizer", "sync_batch_norm")
-PROVIDED = {"horovod.torch": "hvd_selector.torch"} | {
-    f"horovod.torch.{name}": f"hvd_selector.torch.{name}" for name in TORCH_MODULES
-}
+PROVIDED = (
+    {"horovod.torch": "hvd_selector.torch"}
+    | {f"horovod.torch.{name}": f"hvd_selector.torch.{name}" for name in TORCH_MODULES}
+    | {"horovod.runner": "hvd_selector_horovod.runner"}
+)
 
 
 def _version() -> str:
@@ -54,6 +56,8 @@ def _version() -> str:
 def _attribute(name: str) -> Any:
     if name == "__version__":
         return _version()
+    if name == "run":  # Horovod's horovod.run(func, np=...) (runner.py)
+        return importlib.import_module("hvd_selector_horovod.runner").run
     raise AttributeError(f"module 'horovod' (hvd-selector's Horovod layer) has no attribute {name!r}")
 
 
