@@ -72,6 +72,14 @@ def repair_command(dist: Any, variant: Any, catalog: Any, settings: list[str]) -
     return reinstall_command(dist, sys.executable, settings)
 
 
+def build_contents(build: Any) -> str | None:
+    """What the installed build contains; None for a catalog without communication axes (another project's)."""
+    from selector_backend.jobs.build_facts import contents
+
+    ops = build.values_of("tensor_ops")
+    return contents(ops[0], build.values_of("controllers")) if ops else None
+
+
 def gpu_build_advice(selection: Any, dist: Any, catalog: Any) -> dict[str, Any] | None:
     """For a CPU build on a host with NVIDIA GPUs: the GPU build that fits, what building it needs, the command."""
     from selector_backend.engine.variant import format_variant
@@ -102,7 +110,6 @@ def run(args: argparse.Namespace) -> int:
     from selector_backend.engine.variant import format_variant
     from selector_backend.errors import EXIT_NOTHING_FITS, InputError
     from selector_backend.files.safeparse import read_bytes
-    from selector_backend.jobs.build_facts import contents
 
     _, catalog, selection = selection_from_args(args)
     host = selection.host
@@ -137,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             "variant": build.to_json(),
             "label": label,
             "variant_json": str(path),
-            "contains": contents(str(build["tensor_ops"]), build.values_of("controllers")),
+            "contains": build_contents(build),
             "spack_prefix": dist.spack_prefix if dist is not None else None,
         },
         "runs_here": runs,
@@ -151,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0 if runs else EXIT_NOTHING_FITS
     print(f"installed: {format_variant(build)} (variant {label}, {path})")
-    print(f"  contains: {report['installed']['contains']}")
+    if report["installed"]["contains"]:
+        print(f"  contains: {report['installed']['contains']}")
     for finding in findings:
         print(f"  {'+' if finding.ok else '-'} {finding.reason}")
     for problem in nccl:
