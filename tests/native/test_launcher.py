@@ -202,8 +202,15 @@ def test_512_mb_without_a_newline_keeps_the_launcher_small(gloo_build: Build, tm
     wait_for(tmp_path / "written", proc, seconds=120)
     peak = _peak_rss_kib(proc.pid)  # the launcher itself: run_argv's python -m selector_backend run
     (tmp_path / "go").write_text("")
-    code, _, err = finish(proc, seconds=60)
-    reader.join(10)
+    # not finish(): its communicate() would read stdout beside the drain thread and take bytes from the count
+    try:
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(60)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr is not None else ""
     assert code == 0, err
     assert got[0] == total
     assert peak < 100 << 10, f"launcher peak RSS {peak} KiB"
