@@ -27,7 +27,6 @@ What the launcher guarantees (docs/guide/launcher.md):
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import secrets
 import shlex
@@ -48,6 +47,7 @@ from selector_backend.jobs.build_facts import BuildFacts, load_facts
 from selector_backend.jobs.hosts import Slot, assign, check_num_proc
 from selector_backend.jobs.limits import GRACE_SECONDS, REPORT_SECONDS
 from selector_backend.jobs.rendezvous import StoreServer
+from selector_backend.jobs.supervisor import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, children, load_prctl
 
 POLL_SECONDS = 0.05
 REMOTE_MARGIN_SECONDS = 3.0  # after the grace: a remote supervisor's own SIGKILL has had time to report back
@@ -56,8 +56,6 @@ FORWARD_PREFIXES = ("HVD_SELECTOR_", "HOROVOD_", "PYTHONPATH", "NCCL_", "OMP_NUM
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 SUPERVISOR_FILE = Path(__file__).with_name("supervisor.py")
 SUPERVISOR = SUPERVISOR_FILE.read_text(encoding="utf-8")  # sent to remote hosts as python -c SUPERVISOR
-PR_SET_PDEATHSIG = 1
-PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True)
@@ -143,10 +141,7 @@ def _rank_list(ranks: Sequence[int]) -> str:
     return ",".join(str(r) for r in ranks)
 
 
-_prctl: Callable[..., int] | None = None
-if sys.platform.startswith("linux"):
-    with contextlib.suppress(OSError, AttributeError):
-        _prctl = ctypes.CDLL(None, use_errno=True).prctl
+_prctl = load_prctl()
 
 
 def _adopt_orphans() -> None:
@@ -155,18 +150,9 @@ def _adopt_orphans() -> None:
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
-def _children() -> list[int]:
-    """This process's children (Linux's /proc/self/task/*/children; none elsewhere)."""
-    found: list[int] = []
-    for task in Path("/proc/self/task").glob("*/children"):
-        with contextlib.suppress(OSError, ValueError):
-            found += [int(pid) for pid in task.read_text().split()]
-    return found
-
-
 def _end_orphans(kill_at: float, received: list[int]) -> None:
     """Ranks mpiexec returned before (MPICH's Hydra does on SIGTERM): waited for, SIGKILLed at ``kill_at``."""
-    while orphans := _children():
+    while orphans := children():
         if time.monotonic() >= kill_at or len(received) > 1:
             for pid in orphans:
                 with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -42,7 +42,8 @@ POLL_SECONDS = 0.1
 REAP_SECONDS = 5.0  # after the rank ended: the most spent killing what it left (a process stuck in the kernel)
 
 
-def _prctl() -> Callable[..., int] | None:
+def load_prctl() -> Callable[..., int] | None:
+    """libc's prctl on Linux (the launcher uses it too), else None."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -127,7 +128,7 @@ def main(argv: list[str]) -> int:
     grace, command = float(argv[0]), argv[1:]
     env = dict(os.environ, HVD_SELECTOR_SECRET=_read_line(0).decode().strip())
     try:
-        job = Supervisor(command, env, stdin, _prctl())
+        job = Supervisor(command, env, stdin, load_prctl())
     except OSError as exc:
         reason = "command not found" if isinstance(exc, FileNotFoundError) else exc.strerror
         print(f"hvd-selector run: cannot start {command[0]!r} on {socket.gethostname()}: {reason}", file=sys.stderr)
