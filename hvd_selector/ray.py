@@ -23,10 +23,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import ray
-from ray.exceptions import GetTimeoutError, RayActorError
-from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+try:
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError
+    from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+except ImportError as exc:
+    raise ImportError(f"hvd_selector.ray needs Ray ({exc}); install it: pip install 'hvd-selector[ray]'") from None
 
 from selector_backend.jobs import jobenv
 from selector_backend.jobs.rendezvous import StoreServer
@@ -263,6 +266,7 @@ class RayExecutor:
     ) -> list[Any]:
         """``fn(*args, **kwargs)`` on every worker; the results by rank."""
         _unsupported(callbacks=callbacks)
+        self._started("run")
         return self._gather(self.run_remote(fn, args, kwargs))
 
     def execute(self, fn: Callable[[Any], Any], callbacks: Sequence[Callable[..., Any]] | None = None) -> list[Any]:

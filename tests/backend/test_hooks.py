@@ -49,7 +49,8 @@ def test_metadata_is_static_and_identical_for_every_variant(tmp_path: Path) -> N
     assert any('extra == "gpu-nvidia-cu12"' in r and r.startswith("nvidia-nccl-cu12") for r in requires)
     assert any('extra == "gpu-nvidia-cu13"' in r and r.startswith("nvidia-nccl-cu13") for r in requires)
     assert any('extra == "mpi"' in r and r.startswith("mpich") for r in requires)
-    extras = ["ci", "gpu-nvidia", "gpu-nvidia-cu12", "gpu-nvidia-cu13", "horovod", "mpi"]
+    assert any('extra == "ray"' in r and r.startswith("ray") for r in requires)
+    extras = ["ci", "gpu-nvidia", "gpu-nvidia-cu12", "gpu-nvidia-cu13", "horovod", "mpi", "ray"]
     assert sorted(meta.get_all("Provides-Extra")) == extras
 
 

@@ -144,3 +144,45 @@ def test_a_dead_actor_ends_the_job_cleanly(ray_cluster, tmp_path: Path) -> None:
     took = result["raised_at"] - killed["time"]
     print(f"run() raised {took:.1f}s after the kill")
     assert took < KILL_BOUND_S, took
+
+
+ARGUMENTS = """
+import json
+import hvd_selector_horovod
+hvd_selector_horovod.install()
+from horovod.ray import RayExecutor
+import hvd_selector.ray
+errors = []
+for make in (
+    lambda: RayExecutor.create_settings(ssh_str="ssh -p 2222"),
+    lambda: RayExecutor.create_settings(nics={"eth0", "eth1"}),
+    lambda: RayExecutor(RayExecutor.create_settings(), num_workers=2, num_hosts=2),
+    lambda: RayExecutor(RayExecutor.create_settings(), num_workers=2, min_workers=1),
+    lambda: RayExecutor(RayExecutor.create_settings(), num_workers=2).run(print),
+):
+    try:
+        make()
+        errors.append(None)
+    except (ValueError, RuntimeError) as exc:
+        errors.append(str(exc))
+print(json.dumps({"alias": RayExecutor is hvd_selector.ray.RayExecutor, "errors": errors}))
+"""
+
+
+def test_horovod_ray_is_the_alias_and_bad_arguments_are_one_clear_error(v3_build: Build, tmp_path: Path) -> None:
+    """``from horovod.ray import RayExecutor`` ([horovod] extra); what cannot be honoured says so, no Ray call."""
+    env = v3_build.env()
+    env["PYTHONPATH"] += os.pathsep + str(Path(__file__).resolve().parents[2] / "compat" / "horovod")
+    argv = [sys.executable, "-c", ARGUMENTS]  # cwd: not the repository (its hvd_selector is no installed build)
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["alias"] is True
+    assert out["errors"] == [
+        "RayExecutor.create_settings: ssh_identity_file/ssh_str do not apply (Ray starts the ranks)",
+        "RayExecutor.create_settings: nics=['eth0', 'eth1']: hvd-selector's mesh uses one interface",
+        "RayExecutor: give either num_workers, or num_hosts with num_workers_per_host",
+        "RayExecutor: min_workers not supported by hvd-selector (elastic Ray jobs are not built yet); "
+        "drop them for a fixed-size job",
+        "RayExecutor.run: not started; call start() first",
+    ]

@@ -44,6 +44,7 @@ PROVIDED = (
     {"horovod.torch": "hvd_selector.torch"}
     | {f"horovod.torch.{name}": f"hvd_selector.torch.{name}" for name in TORCH_MODULES}
     | {"horovod.runner": "hvd_selector_horovod.runner"}
+    | {"horovod.ray": "hvd_selector.ray"}  # RayExecutor (needs Ray installed)
 )
 
 
@@ -116,7 +117,7 @@ class SubFinder(MetaPathFinder):
         if fullname in PROVIDED:
             return importlib.machinery.ModuleSpec(fullname, _AliasLoader(PROVIDED[fullname]))
         raise ModuleNotFoundError(
-            f"{fullname} is not part of hvd-selector's Horovod layer (it provides horovod.torch); "
+            f"{fullname} is not part of hvd-selector's Horovod layer (it provides horovod.torch and horovod.ray); "
             "install Horovod itself for it",
             name=fullname,
         )
