@@ -90,13 +90,15 @@ class _Rank:
     host: str
 
 
-def _unsupported(**given: Any) -> None:
+ELASTIC = "elastic Ray jobs are not built yet; drop them for a fixed-size job"
+CALLBACKS = "workers send no results to callbacks; use run_remote() and ray.wait() for progress"
+
+
+def _unsupported(why: str, **given: Any) -> None:
+    """A ValueError naming every argument given that hvd-selector cannot honour (never ignored)."""
     named = sorted(k for k, v in given.items() if v is not None)
     if named:
-        raise ValueError(
-            f"RayExecutor: {', '.join(named)} not supported by hvd-selector (elastic Ray jobs are not built yet); "
-            "drop them for a fixed-size job"
-        )
+        raise ValueError(f"RayExecutor: {', '.join(named)} not supported by hvd-selector: {why}")
 
 
 class RayExecutor:
@@ -142,7 +144,13 @@ class RayExecutor:
         override_discovery: bool = True,
     ) -> None:
         _unsupported(
-            min_workers=min_workers, max_workers=max_workers, reset_limit=reset_limit, cooldown_range=cooldown_range
+            ELASTIC,
+            min_workers=min_workers,
+            max_workers=max_workers,
+            reset_limit=reset_limit,
+            cooldown_range=cooldown_range,
+            elastic_timeout=None if elastic_timeout == 1200 else elastic_timeout,
+            override_discovery=None if override_discovery else override_discovery,
         )
         if (num_workers is None) == (num_hosts is None):
             raise ValueError("RayExecutor: give either num_workers, or num_hosts with num_workers_per_host")
@@ -151,6 +159,7 @@ class RayExecutor:
         if count < 1 or num_workers_per_host < 1 or cpus_per_worker < 0:
             raise ValueError("RayExecutor: num_workers/num_hosts and num_workers_per_host must be >= 1")
         self.settings = settings
+        self.use_current_placement_group = use_current_placement_group
         self.num_hosts = num_hosts
         self.per_host = num_workers_per_host if num_hosts is not None else 1
         self.num_workers = count * self.per_host
@@ -200,6 +209,11 @@ class RayExecutor:
         """Place the workers, serve a fresh rendezvous, give every worker its rank, the store and the secret."""
         if self._ranks:
             raise RuntimeError("RayExecutor.start: already started; call shutdown() first")
+        if self.use_current_placement_group and ray.util.get_current_placement_group() is not None:
+            raise ValueError(
+                "RayExecutor.start: called inside a placement group (a Ray Tune trial?); hvd-selector places its "
+                "workers in a group of its own: pass use_current_placement_group=False"
+            )
         group, index = self._place()
         self._group = group
         try:
@@ -265,13 +279,13 @@ class RayExecutor:
         callbacks: Sequence[Callable[..., Any]] | None = None,
     ) -> list[Any]:
         """``fn(*args, **kwargs)`` on every worker; the results by rank."""
-        _unsupported(callbacks=callbacks)
+        _unsupported(CALLBACKS, callbacks=callbacks)
         self._started("run")
         return self._gather(self.run_remote(fn, args, kwargs))
 
     def execute(self, fn: Callable[[Any], Any], callbacks: Sequence[Callable[..., Any]] | None = None) -> list[Any]:
         """``fn(executable)`` on every worker (the ``executable_cls`` instance start() made); results by rank."""
-        _unsupported(callbacks=callbacks)
+        _unsupported(CALLBACKS, callbacks=callbacks)
         return self._gather([r.actor.execute.remote(fn) for r in self._started("execute")])
 
     def execute_single(self, fn: Callable[[Any], Any]) -> Any:

@@ -182,7 +182,7 @@ def test_horovod_ray_is_the_alias_and_bad_arguments_are_one_clear_error(v3_build
         "RayExecutor.create_settings: ssh_identity_file/ssh_str do not apply (Ray starts the ranks)",
         "RayExecutor.create_settings: nics=['eth0', 'eth1']: hvd-selector's mesh uses one interface",
         "RayExecutor: give either num_workers, or num_hosts with num_workers_per_host",
-        "RayExecutor: min_workers not supported by hvd-selector (elastic Ray jobs are not built yet); "
+        "RayExecutor: min_workers not supported by hvd-selector: elastic Ray jobs are not built yet; "
         "drop them for a fixed-size job",
         "RayExecutor.run: not started; call start() first",
     ]
