@@ -136,6 +136,7 @@ def test_a_dead_actor_ends_the_job_cleanly(ray_cluster, tmp_path: Path) -> None:
     assert result["raised"] == "PeerFailureError", result
     assert result["message"].startswith("rank 1 (Ray actor on "), result["message"]
     assert "died" in result["message"] and "start() again" in result["message"]
+    assert "; ranks [0, 2] ended with PeerFailureError;" in result["message"], result["message"]
     assert not result["after_failure_started"]  # the executor stopped its workers
     for rank in (0, 2):
         survivor = json.loads((tmp_path / f"rank{rank}.json").read_text())
