@@ -78,12 +78,16 @@ def _data_address(job: jobenv.JobEnv, client: StoreClient) -> str:
     return str(client.local_address())
 
 
-def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float) -> None:
-    """Rendezvous through the store (rank 0 serves it when no launcher does), then connect the TCP mesh."""
+def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float, generation: int | None = None) -> None:
+    """Rendezvous through the store (rank 0 serves it when no launcher does), then connect the TCP mesh.
+
+    The store's keys carry the generation: this process's count of joins, or the elastic launcher's
+    ``generation``, which every worker of that generation shares (new workers have joined fewer times).
+    """
     global _generation, _store_server, _job_builds, _rendezvous
     assert _facts is not None
     jobenv.require_address(job)
-    _generation += 1
+    _generation = _generation + 1 if generation is None else generation
     if job.serve_store and job.rank == 0 and _store_server is None:
         bind = os.environ.get(jobenv.BIND_ENV, "").strip() or job.host
         try:
@@ -163,7 +167,8 @@ def _join_elastic(wait: float) -> None:
         ELASTIC_SOURCE, placed.rank, placed.size, placed.local_rank, placed.local_size, host, port, False
     )
     _elastic_generation = placed.generation
-    _join_gloo(job, elastic_protocol.unwrap_secret(control_secret, placed.generation, worker, placed.secret), wait)
+    secret = elastic_protocol.unwrap_secret(control_secret, placed.generation, worker, placed.secret)
+    _join_gloo(job, secret, wait, placed.generation)
 
 
 def elastic_hosts_updated() -> bool:

@@ -8,7 +8,9 @@ Every step appends one JSON line to OUT_DIR/log-<worker>.jsonl; the state is
 committed every COMMIT_EVERY steps.
 """
 
+import faulthandler
 import json
+import signal
 import os
 import sys
 import time
@@ -20,6 +22,7 @@ import hvd_selector as hvd
 from hvd_selector import elastic
 
 COMMIT_EVERY = 5
+faulthandler.register(signal.SIGUSR1)
 out_dir, steps = Path(sys.argv[1]), int(sys.argv[2])
 pause = float(sys.argv[3]) if len(sys.argv) > 3 else 0.05
 log = open(out_dir / f"log-{os.environ['HVD_SELECTOR_WORKER']}.jsonl", "a", buffering=1)  # noqa: SIM115
