@@ -68,9 +68,13 @@ class State:
         Each rank asks the launcher, then the ranks agree by an allreduce
         (max), so no rank leaves while another goes on into the next step.
         """
-        newer = np.array([1 if _api.elastic_hosts_updated() else 0], dtype=np.int32)
-        if int(_api.allreduce(newer, op=_api.Max, name="elastic.hosts_updated")[0]):
+        if self._any_rank(_api.elastic_hosts_updated()):
             raise HostsUpdatedInterrupt()
+
+    def _any_rank(self, flag: bool) -> bool:
+        """True on every rank when ``flag`` is true on any (an allreduce of the framework's own API)."""
+        newer = np.array([1 if flag else 0], dtype=np.int32)
+        return bool(_api.allreduce(newer, op=_api.Max, name="elastic.hosts_updated")[0])
 
     def save(self) -> None:
         raise NotImplementedError
@@ -124,38 +128,43 @@ def _reset() -> None:
     _api.init()
 
 
-def run(func: F) -> F:
-    """Run ``func(state, ...)`` until it returns, re-forming the job whenever a peer fails or hosts change.
+def make_run(reset: Callable[[], None]) -> Callable[[F], F]:
+    """The ``run`` decorator of a framework whose re-formation is ``reset`` (shutdown, then init)."""
 
-    After a HorovodInternalError the state returns to its last commit; after
-    either event the worker joins the next generation, runs the state's reset
-    callbacks and takes rank 0's state. A failure while joining (the launcher
-    moved on again) is one more reset.
-    """
+    def run(func: F) -> F:
+        """Run ``func(state, ...)`` until it returns, re-forming the job whenever a peer fails or hosts change.
 
-    @functools.wraps(func)
-    def wrapper(state: State, *args: Any, **kwargs: Any) -> Any:
-        reset_required, skip_sync = False, False
-        for _ in range(RESET_LIMIT):
-            try:
-                if reset_required:
-                    _reset()
-                    state.on_reset()
-                if not skip_sync:
-                    state.sync()
-                return func(state, *args, **kwargs)
-            except _api.HorovodInternalError:
-                state.restore()
-                skip_sync = False
-            except _api.RendezvousError:  # the generation we were joining was replaced before it formed
-                state.restore()
-                skip_sync = False
-            except HostsUpdatedInterrupt as interrupt:
-                skip_sync = interrupt.skip_sync
-            reset_required = True
-        raise RuntimeError(f"the elastic job re-formed {RESET_LIMIT} times without finishing; giving up")
+        After a HorovodInternalError the state returns to its last commit; after
+        either event the worker joins the next generation, runs the state's reset
+        callbacks and takes rank 0's state. A failure while joining (the launcher
+        moved on again) is one more reset.
+        """
 
-    return wrapper  # type: ignore[return-value]
+        @functools.wraps(func)
+        def wrapper(state: State, *args: Any, **kwargs: Any) -> Any:
+            reset_required, skip_sync = False, False
+            for _ in range(RESET_LIMIT):
+                try:
+                    if reset_required:
+                        reset()
+                        state.on_reset()
+                    if not skip_sync:
+                        state.sync()
+                    return func(state, *args, **kwargs)
+                except (_api.HorovodInternalError, _api.RendezvousError):  # a peer failed, or the generation
+                    state.restore()  # we were joining was replaced before it formed
+                    skip_sync = False
+                except HostsUpdatedInterrupt as interrupt:
+                    skip_sync = interrupt.skip_sync
+                reset_required = True
+            raise RuntimeError(f"the elastic job re-formed {RESET_LIMIT} times without finishing; giving up")
+
+        return wrapper  # type: ignore[return-value]
+
+    return run
 
 
-__all__ = ["HostsUpdatedInterrupt", "ObjectState", "State", "broadcast_json", "run"]
+run = make_run(_reset)
+
+
+__all__ = ["HostsUpdatedInterrupt", "ObjectState", "State", "broadcast_json", "make_run", "run"]
