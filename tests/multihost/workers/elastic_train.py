@@ -10,8 +10,8 @@ committed every COMMIT_EVERY steps.
 
 import faulthandler
 import json
-import signal
 import os
+import signal
 import sys
 import time
 from pathlib import Path
