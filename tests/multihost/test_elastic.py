@@ -12,6 +12,7 @@ expected one; each step's allreduce is checked exactly inside the worker
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -108,6 +109,7 @@ def test_el_killed_host_training_goes_on_smaller_from_last_commit(
     assert code == 0, err[-3000:]
     assert f"on host {h2} " in err and "blacklisting it" in err, err[-3000:]
     assert "generation 2: 2 rank(s) on " + h1 in err, err[-3000:]
+    assert "generation 3" not in err, err[-3000:]  # the script still lists host 2: blacklisted, it gets no worker
     logs = _logs(tmp_path)
     assert len(logs) == 3, logs.keys()
     survivors = {w: log for w, log in logs.items() if log[-1].get("done") == STEPS}
@@ -156,4 +158,20 @@ def test_el_added_host_joins_at_the_next_reset(el_cluster: netns.Cluster, v3_bui
         assert [r["size"] for r in steps] == [2] * (joined_at - 1) + [3] * (STEPS - joined_at + 1)
         assert log[-1]["resets"] == [3], log[-1]
     assert _steps(new)[0]["rank"] == 2 and new[-1]["resets"] == []  # the survivors keep ranks 0 and 1
+    assert cluster.wait_clean(10) == {}
+
+
+def test_el_sigterm_to_the_launcher_ends_every_worker_without_a_restart(
+    el_cluster: netns.Cluster, v3_build: Build, tmp_path: Path
+) -> None:
+    """SIGTERM to the elastic launcher: every worker gets it, none re-forms, exit 143, nothing left behind."""
+    cluster = el_cluster
+    h1, h2 = (h.address for h in cluster.hosts[1:])
+    proc = _start(cluster, v3_build, tmp_path, f"{h1}:2\n{h2}:1\n", 3)
+    _wait_for_step(proc, tmp_path, 7)
+    proc.send_signal(signal.SIGTERM)
+    code, err = _finish(proc)
+    assert code == 128 + signal.SIGTERM, err[-3000:]
+    assert "got SIGTERM: passed it to every worker" in err and "generation 2" not in err, err[-3000:]
+    assert not any(log[-1].get("done") for log in _logs(tmp_path).values())
     assert cluster.wait_clean(10) == {}
