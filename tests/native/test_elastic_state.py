@@ -4,6 +4,7 @@ run()'s recovery; the elastic launcher's bad input. The multi-host behaviour is 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from devtools.native_builds import Build, python
+from selector_backend.jobs import elastic_protocol as protocol
 
 OBJECT_STATE = """
 import json
@@ -115,3 +117,15 @@ def test_elastic_bad_input_is_one_line_exit_2(tmp_path: Path, options: list[str]
     assert proc.returncode == 2, proc.stderr
     assert says in proc.stderr and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert not marker.exists()
+
+
+def test_a_generation_secret_is_wrapped_per_generation_and_worker() -> None:
+    """What crosses the control store is not the secret, differs per generation and worker, and unwraps back."""
+    control, secret = os.urandom(32), os.urandom(32)
+    wrapped = {(g, w): protocol.wrap_secret(control, g, w, secret) for g in (1, 2) for w in ("w1", "w2")}
+    assert len(set(wrapped.values())) == 4 and secret.hex() not in wrapped.values()
+    for (g, w), text in wrapped.items():
+        assert protocol.unwrap_secret(control, g, w, text) == secret
+        assert protocol.unwrap_secret(os.urandom(32), g, w, text) != secret  # another job's control secret
+    placed = protocol.Assignment(2, 1, 3, 0, 1, "10.0.0.1:4242", wrapped[(2, "w1")])
+    assert protocol.Assignment.from_json(placed.to_json()) == placed
