@@ -53,10 +53,19 @@ class TorchState(ObjectState):
             self.optimizer.load_state_dict(self._optimizer_saved)
 
     def sync(self) -> None:
+        """Rank 0's model, optimizer and values on every rank.
+
+        broadcast_optimizer_state steps an optimizer that has no state yet once
+        (with the gradients left from the failed step, or zeros): the model is
+        put back as it was before that step, then takes rank 0's parameters.
+        """
+        if self.optimizer is not None:
+            kept = copy.deepcopy(self.model.state_dict()) if self.model is not None else None
+            functions.broadcast_optimizer_state(self.optimizer, root_rank=0)
+            if self.model is not None and kept is not None:
+                self.model.load_state_dict(kept)
         if self.model is not None:
             functions.broadcast_parameters(self.model.state_dict(), root_rank=0)
-        if self.optimizer is not None:
-            functions.broadcast_optimizer_state(self.optimizer, root_rank=0)
         for name, value in functions.broadcast_object(self._values(), 0, name="elastic.state").items():
             setattr(self, name, value)
         self.save()
