@@ -128,10 +128,10 @@ Host 10.77.*
 """
 
 
-def create(count: int, tmp: Path) -> Cluster:
-    """``count`` hosts 10.77.<n>.1.. on one bridge; sshd answering on each."""
+def create(count: int, tmp: Path, prefix: str = "mh") -> Cluster:
+    """``count`` hosts 10.77.<n>.1.. on one bridge; sshd answering on each (names start with ``prefix``)."""
     serial = next(_SERIAL)  # several clusters may live at once (a shared one, a fresh one)
-    tag = f"mh{os.getpid() % 100000}c{serial}"
+    tag = f"{prefix}{os.getpid() % 100000}c{serial}"
     n = (os.getpid() + 17 * serial) % 250
     cluster = Cluster(tag, tmp)
     tmp.mkdir(parents=True, exist_ok=True)
