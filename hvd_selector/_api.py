@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from selector_backend.jobs import jobenv
+from selector_backend.jobs import elastic_protocol, jobenv
 from selector_backend.jobs.build_facts import BuildFacts
 from selector_backend.jobs.rendezvous import LocalStore, RendezvousError, StoreClient, StoreServer
 
@@ -41,6 +41,7 @@ MPI_RANK_ENVS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MPI_LOCALRANK
 
 _facts: BuildFacts | None = None
 _generation = 0
+_elastic_generation = 0  # the launcher's generation this worker last joined (elastic jobs)
 _gpu_checked = False
 _store_server: StoreServer | None = None
 _job_builds: list[dict[str, Any]] = []
@@ -77,12 +78,16 @@ def _data_address(job: jobenv.JobEnv, client: StoreClient) -> str:
     return str(client.local_address())
 
 
-def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float) -> None:
-    """Rendezvous through the store (rank 0 serves it when no launcher does), then connect the TCP mesh."""
+def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float, generation: int | None = None) -> None:
+    """Rendezvous through the store (rank 0 serves it when no launcher does), then connect the TCP mesh.
+
+    The store's keys carry the generation: this process's count of joins, or the elastic launcher's
+    ``generation``, which every worker of that generation shares (new workers have joined fewer times).
+    """
     global _generation, _store_server, _job_builds, _rendezvous
     assert _facts is not None
     jobenv.require_address(job)
-    _generation += 1
+    _generation = _generation + 1 if generation is None else generation
     if job.serve_store and job.rank == 0 and _store_server is None:
         bind = os.environ.get(jobenv.BIND_ENV, "").strip() or job.host
         try:
@@ -132,6 +137,51 @@ class _Rendezvous:
 _rendezvous: _Rendezvous | None = None
 
 
+ELASTIC_SOURCE = "hvd-selector run (elastic)"
+
+
+def _control_client(wait: float) -> tuple[StoreClient, bytes, str]:
+    """A connection to the elastic launcher's control store, its secret and this worker's name there."""
+    host, port = jobenv.parse_address(os.environ[elastic_protocol.ELASTIC_ENV], elastic_protocol.ELASTIC_ENV)
+    control_secret = jobenv.read_secret(os.environ, ELASTIC_SOURCE)
+    worker = os.environ.get(elastic_protocol.WORKER_ENV, "").strip()
+    if not worker:
+        raise jobenv.JobEnvError(f"{elastic_protocol.ELASTIC_ENV} is set but {elastic_protocol.WORKER_ENV} is not")
+    return StoreClient(host, port, control_secret, wait), control_secret, worker
+
+
+def _join_elastic(wait: float) -> None:
+    """Wait for the launcher's next generation that holds this worker, then join its store and mesh."""
+    global _elastic_generation
+    after = _elastic_generation or jobenv.int_env(os.environ, elastic_protocol.FIRST_GENERATION_ENV, 1) - 1
+    client, control_secret, worker = _control_client(wait)
+    try:
+        client.get(elastic_protocol.assignment_key(after + 1, worker))  # blocks until that generation exists
+        generation = max(after + 1, int(client.get(elastic_protocol.CURRENT_KEY)))  # skip to the newest
+        data = client.get(elastic_protocol.assignment_key(generation, worker))
+    finally:
+        client.close()
+    placed = elastic_protocol.Assignment.from_json(data)
+    host, port = jobenv.parse_address(placed.rendezvous, "the elastic generation's rendezvous")
+    job = jobenv.JobEnv(
+        ELASTIC_SOURCE, placed.rank, placed.size, placed.local_rank, placed.local_size, host, port, False
+    )
+    _elastic_generation = placed.generation
+    secret = elastic_protocol.unwrap_secret(control_secret, placed.generation, worker, placed.secret)
+    _join_gloo(job, secret, wait, placed.generation)
+
+
+def elastic_hosts_updated() -> bool:
+    """True on an elastic worker when the launcher has made a newer generation than the one it runs in."""
+    if not os.environ.get(elastic_protocol.ELASTIC_ENV, "").strip() or not _elastic_generation:
+        return False
+    client = _control_client(timeout())[0]
+    try:
+        return int(client.get(elastic_protocol.CURRENT_KEY)) > _elastic_generation
+    finally:
+        client.close()
+
+
 def init() -> None:
     """Join the job: through the launcher's rendezvous, MPI, torchrun/Slurm's environment, or alone (size 1)."""
     global _rendezvous
@@ -140,6 +190,9 @@ def init() -> None:
     assert _facts is not None
     wait = timeout()
     controllers = _facts.controllers
+    if os.environ.get(elastic_protocol.ELASTIC_ENV, "").strip():
+        _join_elastic(wait)
+        return
     job = jobenv.discover(os.environ)
     under_mpi = any(name in os.environ for name in MPI_RANK_ENVS)
     if job is not None and job.source == "hvd-selector run":

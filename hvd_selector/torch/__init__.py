@@ -21,6 +21,7 @@ from .._api import (
     PeerFailureError,
     UnavailableError,
 )
+from . import elastic
 from .compression import Compression
 from .functions import allgather_object, broadcast_object, broadcast_optimizer_state, broadcast_parameters
 from .mpi_ops import (
@@ -128,6 +129,7 @@ __all__ = [
     "cross_size",
     "cuda_built",
     "ddl_built",
+    "elastic",
     "global_process_set",
     "gloo_built",
     "gloo_enabled",

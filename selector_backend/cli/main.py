@@ -61,9 +61,38 @@ def _version() -> str:
         return f"{load_catalog().version} (source checkout)"
 
 
+class SetupFormatter(argparse.HelpFormatter):
+    """The formatter argparse builds on every ``add_argument`` to check the metavar: it lays nothing out
+    for a reader, so it needs no terminal width (the default asks the terminal once per argument)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int = 80) -> None:
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class SuggestingParser(argparse.ArgumentParser):
     """argparse's 'invalid choice' (a command, a sub-command, a --format) with the closest choice,
-    as every other unknown name gets (Python 3.14's suggest_on_error, for every Python)."""
+    as every other unknown name gets (Python 3.14's suggest_on_error, for every Python).
+
+    Help and usage are laid out for the terminal's width, asked for only when they are printed
+    (``--help`` or an error): until then a parser given no formatter class uses ``SetupFormatter``.
+    A command that sets its own formatter class keeps it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", SetupFormatter)
+        super().__init__(*args, **kwargs)
+
+    def _for_a_reader(self) -> None:
+        if self.formatter_class is SetupFormatter:
+            self.formatter_class = argparse.HelpFormatter
+
+    def format_usage(self) -> str:
+        self._for_a_reader()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._for_a_reader()
+        return super().format_help()
 
     def error(self, message: str) -> NoReturn:
         import re

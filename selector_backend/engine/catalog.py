@@ -243,11 +243,15 @@ def require_checkout(what: str, flag: str) -> Path:
     return root
 
 
-@functools.lru_cache(maxsize=8)
 def load_catalog(path: Path | None = None) -> Catalog:
-    """Load and validate a catalog (cached per path: it is immutable)."""
-    doc = load_toml_remembered(path or default_catalog_path())
-    return _CatalogReader(doc).read()
+    """Load and validate a catalog (cached per path: it is immutable); None: the served project's, which
+    depends on the working directory, so the cache is keyed by the path it names."""
+    return _load_catalog(path or default_catalog_path())
+
+
+@functools.lru_cache(maxsize=8)
+def _load_catalog(path: Path) -> Catalog:
+    return _CatalogReader(load_toml_remembered(path)).read()
 
 
 class _CatalogReader:

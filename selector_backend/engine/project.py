@@ -89,6 +89,10 @@ class ProjectConfig(NamedTuple):
     """per axis value, config settings handed to the build backend: "target=x86_64_v3" = {"cmake.define.USE_AVX2" = "ON"}"""  # noqa: E501
     environment: Annotated[Mapping[str, Mapping[str, str]], _per_value] = MappingProxyType({})
     """per axis value, environment variables set while the build backend runs: "target=x86_64_v3" = {MYLIB_SIMD = "avx2"}"""  # noqa: E501
+    ci_paths: Annotated[tuple[str, ...], _strings] = ()
+    """the paths whose change runs the generated wheels workflow on a pull request (matrix --format github's path filter); none: every pull request runs it"""  # noqa: E501
+    ci_deps_prefix: Annotated[str, _text] = ""
+    """where the project's manylinux recipes install dependencies inside the CI build container (each job's CMAKE_PREFIX_PATH and PATH); none: the image's own environment"""  # noqa: E501
     settings_table: Mapping[str, Any] = MappingProxyType({})
     """not a key: the table's settings (index-url ...), for the settings' source chain"""
     declared: bool = False

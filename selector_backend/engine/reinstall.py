@@ -9,6 +9,7 @@ and ``resolve`` on an installed copy ranks that index by default.
 """
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 DIST = "hvd-selector"
@@ -61,19 +62,21 @@ class Installed(NamedTuple):
     #: the Spack install prefix this copy lives in (``<prefix>/.spack/spec.json`` beside its
     #: ``lib/pythonX.Y/site-packages``): repaired with ``spack install``, never pip
     spack_prefix: str | None = None
+    #: the extras its metadata provides (Provides-Extra): a fix line offers only these
+    extras: tuple[str, ...] = ()
 
 
-def installed() -> Installed | None:
-    """The hvd-selector distribution this ``selector_backend`` was installed with; None in a source checkout.
+def installed(package_dir: Path | None = None, dist: str = DIST) -> Installed | None:
+    """The distribution ``dist`` whose package is ``package_dir`` (default: the hvd-selector distribution this
+    ``selector_backend`` was installed with); None in a source checkout.
 
     Its ``.dist-info`` sits beside the package in site-packages (no metadata
     search: a plain ``resolve`` asks this on every start).
     """
-    from pathlib import Path
-
-    site = Path(__file__).resolve().parents[2]
-    found = sorted(site.glob("hvd_selector-*.dist-info"))
-    if len(found) != 1 or not (site / "selector_backend" / "__init__.py").is_file():
+    package = package_dir or Path(__file__).resolve().parents[1]
+    site = package.parent
+    found = sorted(site.glob(f"{dist_info_stem(dist)}-*.dist-info"))
+    if len(found) != 1 or not (package / "__init__.py").is_file():
         return None
 
     def read(name: str) -> str | None:
@@ -84,12 +87,22 @@ def installed() -> Installed | None:
 
     origin = read(ORIGIN_FILE)
     prefix = site.parents[2] if len(site.parents) > 2 else site  # <prefix>/lib/pythonX.Y/site-packages
+    metadata = (read("METADATA") or "").splitlines()
+    extras = tuple(line.partition(":")[2].strip() for line in metadata if line.startswith("Provides-Extra:"))
     return Installed(
-        found[0].name.removeprefix("hvd_selector-").removesuffix(".dist-info"),
+        found[0].name.removeprefix(dist_info_stem(dist) + "-").removesuffix(".dist-info"),
         (read("INSTALLER") or "pip").strip() or "pip",
         InstallOrigin.from_text(origin) if origin else None,
         str(prefix) if (prefix / ".spack" / "spec.json").is_file() else None,
+        extras,
     )
+
+
+def dist_info_stem(dist: str) -> str:
+    """How a distribution's name starts its ``.dist-info`` directory (the wheel spec's escaping)."""
+    import re
+
+    return re.sub(r"[-_.]+", "_", dist).lower()
 
 
 def _join(words: list[str]) -> str:
@@ -98,8 +111,8 @@ def _join(words: list[str]) -> str:
     return shlex.join(words)
 
 
-def _requirement(installed: Installed | None, extra: str | None) -> str:
-    name = f"{DIST}[{extra}]" if extra else DIST
+def _requirement(installed: Installed | None, extra: str | None, dist: str) -> str:
+    name = f"{dist}[{extra}]" if extra else dist
     return f"{name}=={installed.version}" if installed is not None else name
 
 
@@ -109,16 +122,17 @@ def _installer(installed: Installed | None, python: str) -> list[str]:
     return [python, "-m", "pip", "install"]
 
 
-def reinstall_command(installed: Installed | None, python: str, settings: Sequence[str] = ()) -> str:
+def reinstall_command(installed: Installed | None, python: str, settings: Sequence[str] = (), dist: str = DIST) -> str:
     """The command that rebuilds the installed version for this machine, its dependencies left as they are.
 
     pip keys its wheel cache by the sdist alone, so the cache is bypassed; the
     index comes from the install record, and ``-C index-url`` is repeated when
-    that is how the install was told it. ``settings`` are extra ``KEY=VALUE``s.
+    that is how the install was told it. ``settings`` are extra ``KEY=VALUE``s; ``dist`` is the
+    distribution (hvd-selector, or the project's own).
     """
     cmd = _installer(installed, python)
     uv = cmd[0] == "uv"
-    cmd += ["--reinstall-package", DIST, "--no-cache"] if uv else ["--force-reinstall", "--no-deps", "--no-cache-dir"]
+    cmd += ["--reinstall-package", dist, "--no-cache"] if uv else ["--force-reinstall", "--no-deps", "--no-cache-dir"]
     origin = installed.origin if installed is not None else None
     if origin is not None and origin.index_urls:
         # as install/fetch.normalize_location made them (backend._record_origin); a record of an earlier
@@ -130,12 +144,12 @@ def reinstall_command(installed: Installed | None, python: str, settings: Sequen
             cmd += ["-C", "index-url=" + " ".join(urls)]
     for item in settings:
         cmd += ["-C", item]
-    return _join([*cmd, _requirement(installed, None)])
+    return _join([*cmd, _requirement(installed, None, dist)])
 
 
-def extra_command(installed: Installed | None, python: str, extra: str) -> str:
-    """The command that adds an extra's dependencies (an NCCL wheel) to the installed version."""
-    return _join([*_installer(installed, python), _requirement(installed, extra)])
+def extra_command(installed: Installed | None, python: str, extra: str, dist: str = DIST) -> str:
+    """The command that adds an extra's dependencies (an NCCL wheel) to the installed version of ``dist``."""
+    return _join([*_installer(installed, python), _requirement(installed, extra, dist)])
 
 
 def uninstall_command(installed: Installed | None, python: str, dist: str) -> str:

@@ -441,6 +441,12 @@ class RankKey(NamedTuple):
     target: int  # the most specific CPU target
     arch_count: int  # the thinnest arch list
     controllers: tuple[int, ...]  # controllers by catalog preference
+    #: a project's own axes (its catalog's others, in catalog order), each by its [preferences]
+    project_axes: tuple[tuple[int, ...], ...] = ()
+
+
+#: The axes the fields above rank, and hvd-selector's frameworks (a choice of the user's, never ranked).
+RANKED_AXES = frozenset({"target", "cuda", "cuda_arch", "tensor_ops", "controllers", "frameworks"})
 
 
 def variant_rank(v: Variant, catalog: Catalog, host: HostProfile) -> RankKey:
@@ -456,6 +462,11 @@ def variant_rank(v: Variant, catalog: Catalog, host: HostProfile) -> RankKey:
         target=-targets.specificity(str(v["target"])) if targets.known_target(str(v["target"])) else 0,
         arch_count=len(v.values_of("cuda_arch")),
         controllers=tuple(sorted(catalog.preference("controllers", c) for c in v.values_of("controllers"))),
+        project_axes=tuple(
+            tuple(sorted(catalog.preference(axis, value) for value in v.values_of(axis)))
+            for axis in catalog.axes
+            if axis not in RANKED_AXES
+        ),
     )
 
 

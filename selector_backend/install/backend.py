@@ -264,19 +264,18 @@ def pinned_prebuilt(candidates: Any, pin: str, unreadable: list[ExternalError]) 
 
 
 def _gpu_host_fallback(resolution: Any, policy: str | None, *, cpu_prebuilt: bool) -> Any:
-    """On a GPU host no GPU prebuilt fits: the GPU source build where the CUDA toolchain is here,
-    else the CPU prebuilt (``cpu_prebuilt``: one fits) only where the user is told so.
+    """The one rule for a GPU host no GPU prebuilt fits (docs/guide/install.md, "GPU host, no GPU build"):
+    the GPU source build where the CUDA toolchain is here, else the install stops (exit 3) unless the
+    user asked for the CPU build (``selector=cpu``: then there is no warning and this returns None).
 
-    Returns that GPU variant, or None to go on as the caller would (the CPU
-    prebuilt, or the source build the selector leaves, whose toolchain check
-    names what is missing). Never says "installing the CPU build" unless it
-    is. A CPU build for a GPU host must not be installed silently (DESIGN), and
-    pip and uv show a successful hook's output only with ``-v``: with no
-    terminal to tell (CI, ``docker build``) the install stops with the warning,
-    which pip then shows, and the one setting that asks for the CPU build.
+    The same on every installer path: the answer never depends on a terminal (pip and uv show a
+    successful hook's output only with ``-v``, so a CPU build "with a warning" was silent in CI and
+    ``docker build``) nor on pip vs uv. Returns the GPU variant to build, or None to go on as the
+    caller would: no warning (a CPU host, or the CPU build asked for), or the GPU source build the
+    selector leaves (``cpu_prebuilt`` False), whose toolchain check names what is missing.
     """
     from selector_backend.install.build import missing_toolchain
-    from selector_backend.install.console import notice, reaches_user
+    from selector_backend.install.console import notice
 
     warning = next((n for n in resolution.notes if n.startswith("WARNING: this host has")), None)
     if warning is None:
@@ -284,28 +283,23 @@ def _gpu_host_fallback(resolution: Any, policy: str | None, *, cpu_prebuilt: boo
     source = resolution.source_build
     gpu = source if source is not None and source.get("cuda", "none") != "none" else None
     missing = missing_toolchain(gpu) if gpu is not None and policy != "never-build" else []
+    notice(warning)
     if gpu is not None and policy != "never-build" and not missing:
-        notice(warning)
         notice("the CUDA toolchain is present: building the GPU source build instead of a CPU build")
         return gpu
-    if not cpu_prebuilt:
-        notice(warning)  # no CPU build will be installed: the caller's source build or error says what happens
-        return None
+    if gpu is not None and not cpu_prebuilt:
+        return None  # no CPU build follows: the GPU source build (or never-build's error) says what happens
     if gpu is None:
         why = "no GPU build fits this host"
     elif policy == "never-build":
         why = "build-policy is never-build, so the GPU source build is not made"
     else:
         why = f"the GPU source build needs {'; '.join(missing)}"
-    notice(warning)
-    if not reaches_user():  # pip prints the captured lines of a failed build: the warning above, then this
-        raise NothingFitsError(
-            f"not installing the CPU build on a host with NVIDIA GPUs where no terminal shows the warning (pip "
-            f"shows a build's output only with -v or when it fails): {why}. To install the CPU build here, say "
-            "so: -C selector=cpu (or HVD_SELECTOR=cpu)"
-        )
-    notice(f"WARNING: installing the CPU build: {why} (-C selector=cpu says this is what you want)")
-    return None
+    raise NothingFitsError(
+        f"not installing a CPU build on a host with NVIDIA GPUs unasked: {why}. To install the CPU build, say "
+        "so: -C selector=cpu (or HVD_SELECTOR=cpu); for the GPU build, give the source build what it needs "
+        "(the warning above names it)"
+    )
 
 
 def _announce(plan: Plan) -> None:

@@ -223,6 +223,7 @@ def build_with_flags(
     per-value config settings and environment; then the variant records go into the wheel it made."""
     import importlib
 
+    from selector_backend.install.import_guard import guard_members
     from selector_backend.install.wheel_members import DIST_INFO, add_members
 
     description = describe(variant, catalog, probe_compiler())
@@ -242,17 +243,26 @@ def build_with_flags(
     package = project.package(catalog.namespace)
     wheel = wheel_directory / name
     record = description.variant_json.encode()
-    add_members(
-        wheel,
-        {
-            f"{DIST_INFO}/variant.json": record,
-            f"{package}/variant.json": record,
-            f"{package}/build_config.json": description.build_config_json.encode(),
-        },
-    )
+    members = {
+        f"{DIST_INFO}/variant.json": record,
+        f"{package}/variant.json": record,
+        f"{package}/build_config.json": description.build_config_json.encode(),
+    }
+    if not editable:  # an editable install imports the source tree's package, which the wheel does not carry
+        members.update(guard_members(package, _package_init(wheel, package), variant, catalog))
+    add_members(wheel, members)
     if not editable:
         verify_wheel_variant(wheel, variant, catalog)
     return name
+
+
+def _package_init(wheel: Path, package: str) -> str | None:
+    """The text of the wheel's ``package/__init__.py`` (None: the package has none to hook the guard into)."""
+    with open_zip(wheel, what="wheel") as archive:
+        name = f"{package}/__init__.py"
+        if name not in archive.namelist():
+            return None
+        return read_member(archive, name, wheel=wheel.name).decode("utf-8")
 
 
 @contextlib.contextmanager

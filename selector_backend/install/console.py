@@ -8,8 +8,9 @@ normal install. So while a PEP 517 hook runs, a notice also goes to the
 controlling terminal, ``/dev/tty``, when the process has one and stderr is
 not already it. Without a terminal (CI logs, ``docker build``) notices stay
 in the captured stderr: ``pip install -v`` shows them, and a failed build
-prints them, so a notice that must be seen there (a CPU build for a host with
-NVIDIA GPUs) fails the build instead (``reaches_user``).
+prints them. What must be seen everywhere (no CPU build for a host with
+NVIDIA GPUs unasked) is never a notice: the build stops instead
+(``backend._gpu_host_fallback``), terminal or not.
 ``HVD_SELECTOR_QUIET=1`` keeps them off the terminal.
 """
 
@@ -53,22 +54,6 @@ def _to_terminal(line: str) -> None:
             os.write(fd, (line + "\n").encode("utf-8", "replace"))
         finally:
             os.close(fd)
-
-
-def reaches_user() -> bool:
-    """Whether a notice printed now is seen without ``-v``: stderr is a terminal (a direct run), or,
-    under a build frontend, the controlling terminal takes it. Not in CI logs or ``docker build``:
-    pip (23 to 26) and uv show a successful hook's output only when asked to be verbose."""
-    if _quiet() and _in_hook:
-        return False
-    with contextlib.suppress(OSError, ValueError):
-        if sys.stderr.isatty():
-            return True
-        if not _in_hook:
-            return False
-        os.close(_open_terminal())
-        return True
-    return False
 
 
 def notice(message: str) -> None:

@@ -81,6 +81,12 @@ def parse_hosts(text: str) -> list[tuple[str, int]]:
     return hosts
 
 
+def parse_host_lines(text: str, where: str, default_slots: int = 1) -> list[tuple[str, int]]:
+    """Lines of ``host`` (``default_slots`` slots) or ``host:slots``: a host discovery script's output."""
+    lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return [_entry(line if ":" in line else f"{line}:{default_slots}", where) for line in lines if line]
+
+
 def _read_small_text(path: str) -> str:
     """A regular file of at most MAX_HOSTFILE_BYTES (``files.safeparse``'s one bounded reader: a FIFO,
     a device or a directory is refused before it is read) of UTF-8 text without NUL bytes."""

@@ -50,7 +50,7 @@ class JobEnv:
     size_from: str = ""  # the variable that said how many ranks the job has
 
 
-def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int:
+def int_env(env: Mapping[str, str], name: str, default: int | None = None) -> int:
     text = env.get(name, "").strip()
     if not text and default is not None:
         return default
@@ -100,11 +100,16 @@ def slurm_tasks_on_node(tasks_per_node: str, node_id: int) -> int:
     return counts[node_id]
 
 
+def parse_address(text: str, what: str) -> tuple[str, int]:
+    """``host:port`` as (host, port), or a one-line JobEnvError naming ``what``."""
+    return _address(text, what, None)
+
+
 def _override(env: Mapping[str, str], host: str, port: int) -> tuple[str, int]:
     if env.get(ADDR_ENV, "").strip():
         host, port = _address(env[ADDR_ENV], ADDR_ENV, port or None)
     if env.get(PORT_ENV, "").strip():
-        port = _int(env, PORT_ENV)
+        port = int_env(env, PORT_ENV)
     return host, port
 
 
@@ -114,10 +119,10 @@ def discover(env: Mapping[str, str]) -> JobEnv | None:
         host, port = _address(env["HVD_SELECTOR_RENDEZVOUS"], "HVD_SELECTOR_RENDEZVOUS", None)
         return JobEnv(
             "hvd-selector run",
-            _int(env, "HVD_SELECTOR_RANK"),
-            _int(env, "HVD_SELECTOR_SIZE"),
-            _int(env, "HVD_SELECTOR_LOCAL_RANK"),
-            _int(env, "HVD_SELECTOR_LOCAL_SIZE"),
+            int_env(env, "HVD_SELECTOR_RANK"),
+            int_env(env, "HVD_SELECTOR_SIZE"),
+            int_env(env, "HVD_SELECTOR_LOCAL_RANK"),
+            int_env(env, "HVD_SELECTOR_LOCAL_SIZE"),
             host,
             port,
             serve_store=False,
@@ -138,16 +143,16 @@ def discover(env: Mapping[str, str]) -> JobEnv | None:
             raise JobEnvError(
                 "RANK and WORLD_SIZE are set but MASTER_ADDR/MASTER_PORT are not (torchrun sets all four)"
             )
-        port = _int(env, "MASTER_PORT")
+        port = int_env(env, "MASTER_PORT")
         # torchrun's agent already listens on MASTER_PORT; a plain Kubernetes pod does not.
         port += 1 if "TORCHELASTIC_RUN_ID" in env else 0
         host, port = _override(env, env["MASTER_ADDR"].strip(), port)
         return JobEnv(
             "torchrun" if "TORCHELASTIC_RUN_ID" in env else "RANK/WORLD_SIZE environment",
-            _int(env, "RANK"),
-            _int(env, "WORLD_SIZE"),
-            _int(env, "LOCAL_RANK", 0),
-            _int(env, "LOCAL_WORLD_SIZE", 1),
+            int_env(env, "RANK"),
+            int_env(env, "WORLD_SIZE"),
+            int_env(env, "LOCAL_RANK", 0),
+            int_env(env, "LOCAL_WORLD_SIZE", 1),
             host,
             port,
             serve_store=True,
@@ -155,19 +160,19 @@ def discover(env: Mapping[str, str]) -> JobEnv | None:
         )
     if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env:
         nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
-        job = _int(env, "SLURM_JOB_ID", 0)
-        step = _int(env, "SLURM_STEP_ID", 0)
+        job = int_env(env, "SLURM_JOB_ID", 0)
+        step = int_env(env, "SLURM_STEP_ID", 0)
         port = 20000 + (job * 16 + step) % 20000  # same on every rank, differs between steps
         host, port = _override(env, first_slurm_host(nodes) if nodes else "", port)
         if not host:
             raise JobEnvError(f"Slurm gives no node list; set {ADDR_ENV}=host:port")
         tasks = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or ""
-        local_size = slurm_tasks_on_node(tasks, _int(env, "SLURM_NODEID", 0)) if tasks else 1
+        local_size = slurm_tasks_on_node(tasks, int_env(env, "SLURM_NODEID", 0)) if tasks else 1
         return JobEnv(
             "Slurm",
-            _int(env, "SLURM_PROCID"),
-            _int(env, "SLURM_NTASKS"),
-            _int(env, "SLURM_LOCALID", 0),
+            int_env(env, "SLURM_PROCID"),
+            int_env(env, "SLURM_NTASKS"),
+            int_env(env, "SLURM_LOCALID", 0),
             local_size,
             host,
             port,
@@ -178,8 +183,8 @@ def discover(env: Mapping[str, str]) -> JobEnv | None:
 
 
 def _mpi(env: Mapping[str, str], source: str, names: tuple[str, str, str, str]) -> JobEnv:
-    rank, size = _int(env, names[0]), _int(env, names[1])
-    local_rank, local_size = _int(env, names[2], 0), _int(env, names[3], 1)
+    rank, size = int_env(env, names[0]), int_env(env, names[1])
+    local_rank, local_size = int_env(env, names[2], 0), int_env(env, names[3], 1)
     if not env.get(ADDR_ENV, "").strip():
         host, port = "", 0  # fine for MPI builds; a Gloo build asks for it (require_address)
     else:

@@ -20,6 +20,7 @@ from typing import Any
 
 from selector_backend import PACKAGE_DIR
 from selector_backend.engine.catalog import Catalog
+from selector_backend.engine.project import load_project
 from selector_backend.engine.variant import Variant, format_variant, variant_label
 from selector_backend.errors import InputError, unknown_choice
 
@@ -51,9 +52,6 @@ CUDA_IMAGES = {
     "aarch64": "pytorch/manylinuxaarch64-builder:cuda{toolkit}",
 }
 
-#: Where the manylinux recipes install dependencies inside the container.
-DEPS_PREFIX = "/opt/hvd-deps"
-
 #: Shared libraries the wheel links but must not carry: the driver and NVML come
 #: with the machine, the CUDA runtime and NCCL from the gpu-nvidia extra's
 #: wheels, MPI from the mpi extra or the system (MPICH 12 -- libmpich.so.12 on
@@ -84,6 +82,8 @@ class Job:
     isa_check: bool
     cuda_toolkit: str | None = None
     extra_environment: Mapping[str, str] = field(default_factory=dict)
+    #: where the project's recipes install dependencies inside the container (its ci-deps-prefix; "": none)
+    deps_prefix: str = ""
 
     @property
     def label(self) -> str:
@@ -125,10 +125,13 @@ class Job:
     @property
     def container_environment(self) -> str:
         """CIBW_ENVIRONMENT: where the recipes put headers, libraries and tools."""
-        path = f"{DEPS_PREFIX}/bin:$PATH"
+        path = [f"{self.deps_prefix}/bin"] if self.deps_prefix else []
         if self.cuda_toolkit:
-            path = f"/usr/local/cuda-{self.cuda_toolkit}/bin:{path}"
-        items = {"CMAKE_PREFIX_PATH": DEPS_PREFIX, "PATH": path, **self.extra_environment}
+            path.insert(0, f"/usr/local/cuda-{self.cuda_toolkit}/bin")
+        items = {"CMAKE_PREFIX_PATH": self.deps_prefix} if self.deps_prefix else {}
+        if path:
+            items["PATH"] = ":".join([*path, "$PATH"])
+        items.update(self.extra_environment)
         return " ".join(f'{k}="{v}"' for k, v in items.items())
 
     def environment(self) -> dict[str, str]:
@@ -213,8 +216,12 @@ def excludes_for(variant: Variant, catalog: Catalog) -> tuple[str, ...]:
     return tuple(out)
 
 
-def make_job(entry: str, variant: Variant, catalog: Catalog, pythons: Sequence[str]) -> Job:
-    """The job for one variant (already checked by the catalog); a family without a CI runner is an InputError."""
+def make_job(
+    entry: str, variant: Variant, catalog: Catalog, pythons: Sequence[str], deps_prefix: str | None = None
+) -> Job:
+    """The job for one variant (already checked by the catalog); a family without a CI runner is an InputError.
+
+    ``deps_prefix``: where the recipes install dependencies (default: the project's ``ci-deps-prefix``)."""
     target = str(variant["target"])
     family = catalog.target_family[target]
     where = f"prebuilt entry {entry!r}"
@@ -240,6 +247,7 @@ def make_job(entry: str, variant: Variant, catalog: Catalog, pythons: Sequence[s
         auditwheel_excludes=excludes_for(variant, catalog),
         isa_check=target in BASELINE_TARGETS,
         cuda_toolkit=toolkit,
+        deps_prefix=load_project().ci_deps_prefix if deps_prefix is None else deps_prefix,
     )
 
 
@@ -325,8 +333,9 @@ UPLOAD = "actions/upload-artifact@v6"
 DOWNLOAD = "actions/download-artifact@v7"
 
 
-def workflow(jobs: Sequence[Job], catalog: Catalog) -> dict[str, Any]:
-    """The GitHub Actions workflow as data (rendered by ``render_yaml``)."""
+def workflow(jobs: Sequence[Job], catalog: Catalog, paths: Sequence[str] = ()) -> dict[str, Any]:
+    """The GitHub Actions workflow as data (rendered by ``render_yaml``); ``paths``: the pull-request path
+    filter (the project's ``ci-paths``; none: every pull request runs it)."""
     setup = [
         {"uses": CHECKOUT},
         {"uses": SETUP_PYTHON, "with": {"python-version": "3.12"}},
@@ -386,9 +395,7 @@ def workflow(jobs: Sequence[Job], catalog: Catalog) -> dict[str, Any]:
         "name": "wheels",
         "on": {
             "push": {"tags": ["v*"]},
-            "pull_request": {
-                "paths": ["variants/**", "recipes/**", "ci/**", WORKFLOW_PATH, "selector_backend/publishing/matrix.py"]
-            },
+            "pull_request": {"paths": list(paths)} if paths else None,
             "workflow_dispatch": None,
         },
         "permissions": {"contents": "read"},
@@ -405,11 +412,12 @@ HEADER = """\
 """
 
 
-def render_workflow(jobs: Sequence[Job], catalog: Catalog) -> str:
+def render_workflow(jobs: Sequence[Job], catalog: Catalog, paths: Sequence[str] | None = None) -> str:
+    """The workflow file; ``paths`` default to the project's ``ci-paths``."""
     header = HEADER.format(
         catalog=display_path(catalog.path), path=WORKFLOW_PATH, count=len(jobs), limit=GITHUB_MATRIX_LIMIT
     )
-    return header + render_yaml(workflow(jobs, catalog))
+    return header + render_yaml(workflow(jobs, catalog, load_project().ci_paths if paths is None else paths))
 
 
 def display_path(path: Path) -> str:

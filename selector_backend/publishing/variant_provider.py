@@ -133,7 +133,7 @@ def _host_and_selector() -> tuple[HostProfile, Selector]:
 class HvdSelectorProvider:
     """variantlib plugin API: ``namespace``, ``get_all_configs``, ``get_supported_configs``."""
 
-    namespace = "hvd_selector"  # checked against the catalog by the tests
+    namespace = _catalog().namespace  # hvd_selector, or the namespace of the project whose catalog it carries
     all_properties_compatible = False  # answers depend on the machine: not for build-requires
 
     @classmethod

@@ -1,6 +1,6 @@
-"""What ``auto`` installs on a GPU host no GPU prebuilt fits (DESIGN: never silently a CPU build):
-the GPU source build when the CUDA toolchain is here, else the CPU prebuilt where a terminal
-takes the warning, else nothing (the install stops with the warning)."""
+"""What ``auto`` installs on a GPU host no GPU prebuilt fits (DESIGN: never silently a CPU build): the GPU
+source build when the CUDA toolchain is here, else nothing: the install stops (exit 3), terminal or not,
+until the CPU build is asked for (docs/guide/install.md's table; test_pip_visibility.py runs real pip/uv)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from selector_backend.engine.policy import parse_selector
 from selector_backend.engine.resolve import resolve
 from selector_backend.engine.sources import catalog_matrix
 from selector_backend.errors import NothingFitsError
-from selector_backend.install import backend, console
+from selector_backend.install import backend
 from selector_backend.install.build import missing_toolchain
 
 # GTX 1080 (compute capability 6.1, NVIDIA's CUDA GPUs page) on the 535 driver (CUDA 12.2)
@@ -43,28 +43,18 @@ def _hide_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.skip("a CUDA toolkit at /usr/local/cuda cannot be hidden from this test")
 
 
-def test_auto_without_the_toolchain_installs_the_cpu_build_where_it_can_say_so(
+def test_auto_without_the_toolchain_stops_instead_of_a_cpu_build(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A terminal takes the warning (tests/backend/test_pip_visibility.py runs real pip on one)."""
+    """No terminal check any more: the same stop wherever the install runs."""
     _hide_cuda(monkeypatch)
-    monkeypatch.setattr(console, "reaches_user", lambda: True)
-    assert backend._gpu_host_fallback(_resolution(), None, cpu_prebuilt=True) is None
-    err = capsys.readouterr().err
-    assert "WARNING: this host has 1 NVIDIA GPU(s)" in err and "WARNING: installing the CPU build" in err
-
-
-def test_auto_without_the_toolchain_or_a_terminal_stops(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """CI and docker build: nobody would see the warning, so the install stops with it (exit 3)."""
-    _hide_cuda(monkeypatch)
-    monkeypatch.setattr(console, "reaches_user", lambda: False)
     with pytest.raises(NothingFitsError) as stop:
         backend._gpu_host_fallback(_resolution(), None, cpu_prebuilt=True)
-    assert "not installing the CPU build" in str(stop.value) and "-C selector=cpu" in str(stop.value)
+    line = str(stop.value)
+    assert "not installing a CPU build on a host with NVIDIA GPUs unasked" in line and "\n" not in line
+    assert "the GPU source build needs" in line and "-C selector=cpu (or HVD_SELECTOR=cpu)" in line
     err = capsys.readouterr().err  # pip prints a failed build's captured lines: the warning is among them
-    assert "WARNING: this host has 1 NVIDIA GPU(s)" in err and "WARNING: installing the CPU build" not in err
+    assert "WARNING: this host has 1 NVIDIA GPU(s)" in err and "installing the CPU build" not in err
 
 
 def test_no_cpu_build_to_install_never_says_installing_the_cpu_build(
@@ -77,7 +67,8 @@ def test_no_cpu_build_to_install_never_says_installing_the_cpu_build(
     assert "WARNING: this host has 1 NVIDIA GPU(s)" in err and "CPU build" not in err.split("but gets no build")[1]
 
 
-def test_never_build_and_cpu_selector_never_switch_to_a_source_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(console, "reaches_user", lambda: True)
-    assert backend._gpu_host_fallback(_resolution(), "never-build", cpu_prebuilt=True) is None
+def test_never_build_stops_too_and_the_cpu_selector_is_the_way_out() -> None:
+    with pytest.raises(NothingFitsError, match="build-policy is never-build"):
+        backend._gpu_host_fallback(_resolution(), "never-build", cpu_prebuilt=True)
     assert backend._gpu_host_fallback(_resolution("cpu"), None, cpu_prebuilt=True) is None
+    assert backend._gpu_host_fallback(_resolution("cpu"), "never-build", cpu_prebuilt=True) is None

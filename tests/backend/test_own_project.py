@@ -36,6 +36,7 @@ import pytest
 from devtools.loopback_http import FlakyServer, serve
 from devtools.venvs import make_venv
 
+from .adopter import BACKEND_LINE, CATALOG, TABLE
 from .backend_helpers import clean_env
 
 pytestmark = pytest.mark.slow
@@ -44,23 +45,8 @@ REPO = Path(__file__).resolve().parents[2]
 SDIST = "xxhash-3.5.0.tar.gz"
 SDIST_SHA256 = "84f2caddf951c9cbf8dc2e22a89d4ccf5d86391ac6418fe81e3c67d0cf60b45f"
 TARGETS = ("x86_64", "x86_64_v2", "x86_64_v3")
-
-#: All the adopting project writes: its catalog ...
-CATALOG = """\
-[package]
-name = "xxhash"
-version = "3.5.0"
-
-[axes.target]
-values = ["x86_64", "x86_64_v2", "x86_64_v3"]
-
-[[prebuilt]]
-name = "cpu"
-target = ["x86_64", "x86_64_v2", "x86_64_v3"]
-"""
-#: ... and its pyproject.toml: the backend line replaced, the table naming the catalog added.
-BACKEND_LINE = ('build-backend = "setuptools.build_meta"', 'build-backend = "selector_backend.install.backend"')
-TABLE = '\n[tool.hvd-selector]\ncatalog = "variants.toml"\n'
+#: the fix doctor and the import guard print: the project's distribution, not hvd-selector
+REINSTALL = "-m pip install --force-reinstall --no-deps --no-cache-dir"
 
 
 def written_lines(text: str) -> int:
@@ -219,6 +205,31 @@ def test_stock_pip_installs_what_the_engine_ranks_first_and_its_tests_pass(adopt
         poorer = adopted.env(PYTHONPATH=str(REPO), HVD_SELECTOR_TARGET="nehalem")
         misfit = subprocess.run(doctor, cwd=adopted.project, env=poorer, capture_output=True, text=True)
         assert misfit.returncode == 3 and "not an ancestor of host nehalem" in misfit.stdout, misfit
+        # the fix names the venv's interpreter, the index the install recorded, the project's distribution
+        fix = f"fix: {bindir / 'python'} {REINSTALL} --extra-index-url {adopted.url} xxhash==3.5.0"
+        assert fix in misfit.stdout.splitlines(), misfit.stdout
+        _guard_refuses_a_cpu_without_avx2(bindir, tmp_path)
+
+
+def _guard_refuses_a_cpu_without_avx2(bindir: Path, tmp_path: Path) -> None:
+    """The x86_64_v3 build's import guard, hooked into xxhash/__init__.py, on a nehalem's /proc/cpuinfo (bind-mounted
+    in a mount namespace of this test's own): the import fails in one line instead of SIGILL in XXH3."""
+    import archspec.cpu
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a mount namespace needs root and unshare")
+    flags = " ".join("pni" if f == "sse3" else f for f in archspec.cpu.TARGETS["nehalem"].features)
+    (tmp_path / "cpuinfo").write_text(f"processor\t: 0\nflags\t\t: fpu {flags}\n")
+    python = bindir / "python"
+    script = f'mount --bind {tmp_path / "cpuinfo"} /proc/cpuinfo && exec {python} -c "import xxhash"'
+    cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+    refused = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1, f"the import went on (exit {refused.returncode}): {refused.stderr[-2000:]}"
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: xxhash: this build targets x86_64_v3 but this CPU lacks abm avx avx2"), (
+        refused.stderr
+    )
+    assert last.endswith(f"reinstall the build for this machine: {python} {REINSTALL} xxhash==3.5.0"), last
 
 
 def test_uv_with_wheel_variants_picks_the_same_wheel_without_building(adopted: Adopted, tmp_path: Path) -> None:

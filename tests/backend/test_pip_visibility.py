@@ -5,8 +5,8 @@ the hook fails. The backend's choice and fallbacks must still be visible, so
 while a hook runs they also go to the controlling terminal (``console``).
 These tests run stock pip on a pseudo-terminal, as a user's shell would, and
 read what the terminal shows; and with no terminal at all (a new session with
-pipes, as CI and ``docker build`` run it), where the one notice that must be
-seen (a CPU build for a host with NVIDIA GPUs) stops the install instead.
+pipes, as CI and ``docker build`` run it). A host with NVIDIA GPUs that no GPU
+build fits stops the install on both, with the same line (docs/guide/install.md).
 """
 
 from __future__ import annotations
@@ -162,23 +162,31 @@ def test_a_gpu_host_getting_the_cpu_build_is_told_in_pip_output_without_a_termin
     assert (tmp_path / "site" / "hvd_selector_stub").is_dir() and "NVIDIA GPU" not in proc.stdout + proc.stderr
 
 
-def test_a_gpu_host_getting_the_cpu_build_is_told_on_the_terminal(
+def test_a_terminal_changes_nothing_on_a_gpu_host_no_gpu_build_fits(
     index: HostileIndex, tmp_path: Path, gtx1080_without_cuda12: dict[str, str]
 ) -> None:
-    """Where a terminal takes the warning, auto installs the CPU build and says so, once, with the reason."""
+    """The one rule (docs/guide/install.md): on a terminal too the install stops with exit 3 and the line
+    naming the ways out, where it used to install the CPU build with a warning; the CPU build needs asking."""
     index.publish(make_wheel())
     env = {**gtx1080_without_cuda12, "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
-    rc, shown, _ = on_terminal(pip_install(index, tmp_path / "site", tmp_path / "cache"), env)
-    assert rc == 0, shown
+    argv = pip_install(index, tmp_path / "site", tmp_path / "cache")
+    rc, shown, _ = on_terminal(argv, env)
+    assert rc != 0, shown
     assert "WARNING: this host has 1 NVIDIA GPU(s) [1x NVIDIA GeForce GTX 1080 (6.1)" in shown, shown
-    assert "WARNING: installing the CPU build: the GPU source build needs" in shown, shown
-    assert "selected prebuilt target=x86_64" in shown and (tmp_path / "site" / "hvd_selector_stub").is_dir()
+    assert "not installing a CPU build on a host with NVIDIA GPUs unasked" in shown, shown
+    assert "-C selector=cpu" in shown and "HVD_SELECTOR=cpu" in shown and "Traceback" not in shown, shown
+    assert "WARNING: installing the CPU build" not in shown and "selected prebuilt" not in shown, shown
+    assert not (tmp_path / "site").exists() or not any((tmp_path / "site").iterdir())
+    rc, shown, _ = on_terminal(argv, {**env, "HVD_SELECTOR": "cpu"})
+    assert rc == 0 and "selected prebuilt target=x86_64" in shown and "NVIDIA GPU" not in shown, shown
+    assert (tmp_path / "site" / "hvd_selector_stub").is_dir()
 
 
-def test_uv_shows_the_same_stop_without_a_terminal(
+def test_uv_shows_the_same_stop_with_or_without_a_terminal(
     index: HostileIndex, tmp_path: Path, gtx1080_without_cuda12: dict[str, str]
 ) -> None:
-    """uv, like pip, shows a build backend's output only when the build fails (or with -v)."""
+    """uv, like pip, shows a build backend's output only when the build fails (or with -v); a terminal
+    changes nothing."""
     import shutil
 
     uv = shutil.which("uv")
@@ -193,3 +201,6 @@ def test_uv_shows_the_same_stop_without_a_terminal(
     assert proc.returncode != 0, shown
     assert "WARNING: this host has 1 NVIDIA GPU(s) [1x NVIDIA GeForce GTX 1080 (6.1)" in shown, shown
     assert "-C selector=cpu" in shown, shown
+    rc, shown, _ = on_terminal([*argv, str(REPO)], env)  # and on a terminal, the same stop
+    assert rc != 0 and "not installing a CPU build on a host with NVIDIA GPUs unasked" in shown, shown
+    assert not [p for p in (tmp_path / "site").glob("*") if p.name != ".lock"]  # uv's lock file, nothing installed

@@ -227,3 +227,50 @@ def test_render_yaml_round_trips_and_quotes_what_yaml_1_2_reads_as_numbers() -> 
     assert yaml.safe_load(text) == data
     assert '- "12e45678"' in text and '- "-1"' in text and '- ".5"' in text and "- e0dc045e" in text
     assert "&id" not in matrix.render_yaml({"a": data["labels"], "b": data["labels"]})  # no anchors
+
+
+# ------------------------------------------------------------------ a project of its own
+def adopter_workflow(root: Path) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "selector_backend", "matrix", "--format", "github"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_another_projects_workflow_carries_its_own_paths_and_prefix_or_none(tmp_path: Path) -> None:
+    """xxhash's catalog: this repository's path filters and /opt/hvd-deps never appear; what the project
+    declares (ci-paths, ci-deps-prefix) does, and both workflows pass GitHub's schema."""
+    import yaml
+
+    from tests.backend.adopter import TABLE, bare_project
+
+    plain = adopter_workflow(bare_project(tmp_path / "plain"))
+    declared_table = TABLE + 'ci-paths = ["variants.toml", "src/**"]\nci-deps-prefix = "/opt/xx-deps"\n'
+    declared = adopter_workflow(bare_project(tmp_path / "declared", declared_table))
+    for text in (plain, declared):
+        assert "hvd-deps" not in text and "recipes/**" not in text and "selector_backend/publishing" not in text
+    jobs = yaml.safe_load(plain)["jobs"]["build"]["strategy"]["matrix"]["include"]
+    assert [j["variant"] for j in jobs] == ["target=x86_64", "target=x86_64_v2", "target=x86_64_v3"]
+    assert {j["environment"] for j in jobs} == {""}
+    assert yaml.safe_load(plain)["on"]["pull_request"] is None
+    data = yaml.safe_load(declared)
+    assert data["on"]["pull_request"] == {"paths": ["variants.toml", "src/**"]}
+    (job, *_) = data["jobs"]["build"]["strategy"]["matrix"]["include"]
+    assert job["environment"] == 'CMAKE_PREFIX_PATH="/opt/xx-deps" PATH="/opt/xx-deps/bin:$PATH"'
+    exe = shutil.which("check-jsonschema")
+    assert exe, "check-jsonschema is in .ci/requirements.txt"
+    for name, text in (("plain.yml", plain), ("declared.yml", declared)):
+        (tmp_path / name).write_text(text)
+        result = subprocess.run(
+            [exe, "--builtin-schema", "vendor.github-workflows", str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr

@@ -57,3 +57,44 @@ def test_a_bad_option_names_the_command(capsys: pytest.CaptureFixture[str]) -> N
         main.main(["resolve", "--no-such-option"])
     assert stop.value.code == 2
     assert "hvd-selector resolve: error: unrecognized arguments: --no-such-option" in capsys.readouterr().err
+
+
+def no_terminal_asked(*_: object, **__: object) -> object:
+    raise AssertionError("the terminal's size was asked for while no help or usage was printed")
+
+
+def test_setting_up_and_parsing_resolve_ask_the_terminal_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """argparse builds a formatter on every add_argument; ours lays nothing out, so it needs no width."""
+    import shutil
+
+    monkeypatch.setattr(shutil, "get_terminal_size", no_terminal_asked)
+    parser = main.command_parser("resolve")
+    assert parser is not None
+    args = parser.parse_args(["--json", "-C", "a=b"])
+    assert args.json and args.config_setting == ["a=b"]
+
+
+def test_a_command_keeps_its_own_formatter_class() -> None:
+    """``run`` lays out its epilog (the exit codes) as written: help does not swap in the plain formatter."""
+    from selector_backend.cli.commands import run
+
+    parser = main.command_parser("run")
+    assert parser is not None
+    assert run.EPILOG.strip().splitlines()[-1] in parser.format_help().splitlines()
+
+
+@pytest.mark.parametrize("columns", [50, 200])
+def test_help_and_errors_are_laid_out_for_the_terminal(
+    columns: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    parser = main.command_parser("resolve")
+    assert parser is not None
+    help_lines = parser.format_help().splitlines()
+    assert max(map(len, help_lines)) <= columns
+    assert any(len(line) > 80 for line in help_lines) == (columns > 80)
+    with pytest.raises(SystemExit):
+        main.main(["resolve", "--no-such-option"])
+    usage = capsys.readouterr().err.splitlines()
+    assert max(map(len, usage[:-1])) <= columns  # the error line itself is not wrapped
+    assert (len(usage) == 2) == (columns > 80)  # one usage line when it fits, several at 50 columns

@@ -39,6 +39,8 @@ if not out["real"]:
     from horovod.torch import SyncBatchNorm, DistributedOptimizer
     out["same"] = hvd is hvd_selector.torch and allreduce is hvd_selector.torch.allreduce
     out["spec"] = hvd.__spec__.name
+    from horovod.torch.elastic import TorchState, run as elastic_run
+    out["elastic"] = TorchState is hvd.elastic.TorchState and elastic_run is hvd.elastic.run
     hvd.init()
     import torch
     out["sum"] = hvd.allreduce(torch.ones(3), op=hvd.Sum).tolist()
@@ -113,6 +115,7 @@ def test_without_horovod_the_opt_in_answers_with_hvd_selector(wheels: dict[str, 
     assert out["version"] == f"0.28.1+hvdselector.{release}"  # PEP 440: compares as 0.28.1, names what it is
     assert "hvd-selector" in out["doc"]
     assert out["name"] == out["spec"] == "hvd_selector.torch" and out["same"] is True
+    assert out["elastic"] is True  # horovod.torch.elastic and hvd.elastic are hvd_selector.torch.elastic
     assert out["sum"] == [1.0, 1.0, 1.0]
     assert out["adasum"] and "\n" not in out["adasum"] and "Adasum" in out["adasum"]
     assert "horovod.tensorflow is not part of hvd-selector's Horovod layer" in out["tensorflow"]

@@ -118,13 +118,9 @@ UNSUPPORTED_ARGV = {
     "--autotune-steps-per-sample": ["--autotune-steps-per-sample", "10"],
     "--autotune-bayes-opt-max-samples": ["--autotune-bayes-opt-max-samples", "20"],
     "--autotune-gaussian-process-noise": ["--autotune-gaussian-process-noise", "0.8"],
-    "--min-np": ["--min-np", "1"],
-    "--max-np": ["--max-np", "4"],
-    "--slots-per-host": ["--slots-per-host", "2"],
     "--elastic-timeout": ["--elastic-timeout", "600"],
     "--reset-limit": ["--reset-limit", "3"],
     "--blacklist-cooldown-range": ["--blacklist-cooldown-range", "60", "300"],
-    "--host-discovery-script": ["--host-discovery-script", "./discover.sh"],
     "--timeline-filename": ["--timeline-filename", "t.json"],
     "--timeline-mark-cycles": ["--timeline-mark-cycles"],
     "--stall-check-warning-time-seconds": ["--stall-check-warning-time-seconds", "60"],
@@ -161,6 +157,18 @@ def test_flags_that_say_what_hvd_selector_does_anyway_are_accepted(venv_bin: Pat
     proc = _horovodrun(venv_bin, "-np", "2", *argv, "--verbose", "true", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "selector_backend run -np 2 true" in proc.stderr  # --verbose shows the command it runs
+
+
+def test_elastic_flags_map_onto_hvd_selector_run(venv_bin: Path, tmp_path: Path) -> None:
+    """--min-np/--max-np/--slots-per-host/--host-discovery-script reach hvd-selector run (-np defaults to --min-np);
+    a discovery script that cannot run is one line, exit 2."""
+    argv = ["--min-np", "1", "--max-np", "3", "--slots-per-host", "2", "--host-discovery-script", "./missing.sh"]
+    proc = _horovodrun(venv_bin, *argv, "--verbose", "true", cwd=tmp_path)
+    assert "selector_backend run -np 1 --host-discovery-script ./missing.sh --min-np 1 --max-np 3 --slots 2 true" in (
+        proc.stderr
+    ), proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot run the host discovery script ./missing.sh" in proc.stderr and "Traceback" not in proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ else:
     Loader = MetaPathFinder = object
 
 HOROVOD_API = "0.28.1"  # the last Horovod release, whose horovod.torch hvd_selector.torch follows
-TORCH_MODULES = ("mpi_ops", "compression", "functions", "optimizer", "sync_batch_norm")
+TORCH_MODULES = ("mpi_ops", "compression", "functions", "optimizer", "sync_batch_norm", "elastic")
 PROVIDED = (
     {"horovod.torch": "hvd_selector.torch"}
     | {f"horovod.torch.{name}": f"hvd_selector.torch.{name}" for name in TORCH_MODULES}

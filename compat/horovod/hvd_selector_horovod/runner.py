@@ -45,15 +45,14 @@ UNSUPPORTED: dict[str, tuple[str, str]] = {
     "autotune_steps_per_sample": ("--autotune-steps-per-sample", "hvd-selector has no autotuner"),
     "autotune_bayes_opt_max_samples": ("--autotune-bayes-opt-max-samples", "hvd-selector has no autotuner"),
     "autotune_gaussian_process_noise": ("--autotune-gaussian-process-noise", "hvd-selector has no autotuner"),
-    "min_num_proc": ("--min-np", "elastic training is not supported yet (issue 40)"),
-    "max_num_proc": ("--max-np", "elastic training is not supported yet (issue 40)"),
-    "slots": ("--slots-per-host", "elastic training is not supported yet (issue 40)"),
-    "elastic_timeout": ("--elastic-timeout", "elastic training is not supported yet (issue 40)"),
-    "reset_limit": ("--reset-limit", "elastic training is not supported yet (issue 40)"),
-    "cooldown_range": ("--blacklist-cooldown-range", "elastic training is not supported yet (issue 40)"),
-    "host_discovery_script": (
-        "--host-discovery-script",
-        "elastic training is not supported yet (issue 40); give -H or --hostfile",
+    "elastic_timeout": (
+        "--elastic-timeout",
+        "the elastic launcher waits --start-timeout seconds for --min-np ranks; give --start-timeout",
+    ),
+    "reset_limit": ("--reset-limit", "hvd-selector's elastic jobs have no reset limit of their own"),
+    "cooldown_range": (
+        "--blacklist-cooldown-range",
+        "a host whose worker failed stays blacklisted for the rest of the elastic job",
     ),
     "timeline_filename": ("--timeline-filename", "hvd-selector records no timeline"),
     "timeline_mark_cycles": ("--timeline-mark-cycles", "hvd-selector records no timeline"),
@@ -208,9 +207,17 @@ def settings_env(args: argparse.Namespace) -> dict[str, str]:
 
 def run_options(args: argparse.Namespace) -> list[str]:
     """``hvd-selector run`` options for the flags it honours."""
-    if args.num_proc is None:
+    num_proc = args.num_proc
+    if num_proc is None and args.host_discovery_script:  # Horovod's elastic default: start with --min-np
+        num_proc = args.min_num_proc
+    if num_proc is None:
         raise UsageError("-np is required (the number of ranks to start)")
-    opts = ["-np", str(args.num_proc)]
+    opts = ["-np", str(num_proc)]
+    if args.host_discovery_script:
+        opts += ["--host-discovery-script", args.host_discovery_script]
+    for flag, value in (("--min-np", args.min_num_proc), ("--max-np", args.max_num_proc), ("--slots", args.slots)):
+        if value is not None:
+            opts += [flag, str(value)]
     if args.hosts:
         opts += ["-H", args.hosts]
     if args.hostfile:

@@ -31,15 +31,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_resolution_arguments(parser)
 
 
-def installed_variant_json() -> Path | None:
-    """hvd_selector/variant.json of the importable package, found without importing it."""
-    from selector_backend.jobs.build_facts import runtime_package_dir
+def installed_variant_json(package: str) -> Path | None:
+    """``package``/variant.json of the importable package (hvd_selector, or the project's), found without
+    importing it."""
+    import importlib.util
 
     try:
-        candidate = runtime_package_dir() / "variant.json"
-    except ImportError:  # hvd_selector is not installed
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
         return None
+    if spec is None or not spec.submodule_search_locations:
+        return None  # not installed
+    candidate = Path(next(iter(spec.submodule_search_locations))) / "variant.json"
     return candidate if candidate.is_file() else None
+
+
+def installed_dist(catalog: Any, variant_json: Path | None) -> Any:
+    """The installed distribution the fix lines name: hvd-selector's own, or the project's (its .dist-info
+    beside the package that holds ``variant_json``)."""
+    from selector_backend.engine.reinstall import DIST, installed
+
+    if catalog.name == DIST:
+        return installed()
+    return installed(variant_json.resolve().parent, catalog.name) if variant_json is not None else None
 
 
 def nccl_problems(installed: Any, host: Any) -> list[Any]:
@@ -56,7 +70,17 @@ def nccl_problems(installed: Any, host: Any) -> list[Any]:
     return pair_problems(installed, wheels, host.cuda_driver)
 
 
-def repair_command(dist: Any, variant: Any, catalog: Any, settings: list[str]) -> str:
+def interpreter_of(variant_json: Path) -> str:
+    """The Python of the environment that holds ``variant_json``: this one, or another venv's (doctor run from
+    hvd-selector's environment about a project's package installed elsewhere)."""
+    site = variant_json.resolve().parent.parent  # <prefix>/lib/pythonX.Y/site-packages/<package>/variant.json
+    if site.name != "site-packages" or Path(sys.prefix).resolve() == site.parents[2]:
+        return sys.executable
+    python = site.parents[2] / "bin" / "python"
+    return str(python) if python.exists() else sys.executable
+
+
+def repair_command(dist: Any, variant: Any, catalog: Any, settings: list[str], python: str = sys.executable) -> str:
     """The command that installs ``variant`` the way this copy was installed.
 
     A copy Spack installed is rebuilt by Spack (the spec of ``variant``); pip or uv
@@ -69,7 +93,7 @@ def repair_command(dist: Any, variant: Any, catalog: Any, settings: list[str]) -
         from selector_backend.interop.spack.mapping import variant_to_spec
 
         return f"spack install {variant_to_spec(variant, catalog.spack_package, dist.version)}"
-    return reinstall_command(dist, sys.executable, settings)
+    return reinstall_command(dist, python, settings, dist=catalog.name)
 
 
 def build_contents(build: Any) -> str | None:
@@ -80,7 +104,7 @@ def build_contents(build: Any) -> str | None:
     return contents(ops[0], build.values_of("controllers")) if ops else None
 
 
-def gpu_build_advice(selection: Any, dist: Any, catalog: Any) -> dict[str, Any] | None:
+def gpu_build_advice(selection: Any, dist: Any, catalog: Any, python: str) -> dict[str, Any] | None:
     """For a CPU build on a host with NVIDIA GPUs: the GPU build that fits, what building it needs, the command."""
     from selector_backend.engine.variant import format_variant
     from selector_backend.errors import SelectorError
@@ -99,27 +123,29 @@ def gpu_build_advice(selection: Any, dist: Any, catalog: Any) -> dict[str, Any] 
         "gpu_build": format_variant(best),
         "needs": missing_toolchain(best, selection.host),
         # gpu-nvidia: the index's GPU build, else the GPU source build, never the CPU build again
-        "command": repair_command(dist, best, catalog, ["selector=gpu-nvidia"]),
+        "command": repair_command(dist, best, catalog, ["selector=gpu-nvidia"], python),
         "why": None,
     }
 
 
 def run(args: argparse.Namespace) -> int:
     from selector_backend.engine import compat, variant_json
-    from selector_backend.engine.reinstall import extra_command, installed, uninstall_command
+    from selector_backend.engine.project import load_project
+    from selector_backend.engine.reinstall import extra_command, uninstall_command
     from selector_backend.engine.variant import format_variant
     from selector_backend.errors import EXIT_NOTHING_FITS, InputError
     from selector_backend.files.safeparse import read_bytes
 
     _, catalog, selection = selection_from_args(args)
     host = selection.host
-    dist = installed()
-    path = args.variant_json or installed_variant_json()
+    path = args.variant_json or installed_variant_json(load_project().package(catalog.namespace))
     if path is None:
         raise InputError(
-            "no installed hvd-selector build with a variant.json was found in this environment; install it first "
-            "(docs: Installing; pip install --extra-index-url <your variant index> hvd-selector)"
+            f"no installed {catalog.name} build with a variant.json was found in this environment; install it "
+            f"first (docs: Installing; pip install --extra-index-url <your variant index> {catalog.name})"
         )
+    dist = installed_dist(catalog, path)
+    python = interpreter_of(path)
     label, build = variant_json.parse(read_bytes(path, "variant.json"), catalog, source=str(path))
     findings = compat.check_variant(build, catalog, host)
     findings = [f for f in findings if "prebuilt MPI builds use" not in f.reason] + [
@@ -131,13 +157,13 @@ def run(args: argparse.Namespace) -> int:
     nccl = nccl_problems(build, host) if host.nvidia_gpus() else []
     runs = fits and not nccl
     best = selection.require_source_build()
-    fixes = [] if fits else [repair_command(dist, best, catalog, [])]
+    fixes = [] if fits else [repair_command(dist, best, catalog, [], python)]
     for problem in nccl:
-        if problem.add_extra:
-            fixes.append(extra_command(dist, sys.executable, problem.add_extra))
+        if problem.add_extra and (dist is None or problem.add_extra in dist.extras):  # the project's own extras
+            fixes.append(extra_command(dist, python, problem.add_extra, catalog.name))
         if problem.uninstall:
-            fixes.append(uninstall_command(dist, sys.executable, problem.uninstall))
-    gpu = gpu_build_advice(selection, dist, catalog) if runs and build.get("cuda", "none") == "none" else None
+            fixes.append(uninstall_command(dist, python, problem.uninstall))
+    gpu = gpu_build_advice(selection, dist, catalog, python) if runs and build.get("cuda", "none") == "none" else None
     index_recorded = dist is not None and dist.origin is not None and bool(dist.origin.index_urls)
     report: dict[str, Any] = {
         "installed": {
@@ -180,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("ok: the installed build runs on this machine")
         if best != build:
-            always = repair_command(dist, best, catalog, ["build-policy=always-build"])
+            always = repair_command(dist, best, catalog, ["build-policy=always-build"], python)
             print(f"note: an exact source build for this machine would be {format_variant(best)} ({always})")
     for command in fixes:
         print(f"fix: {command}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from selector_backend.jobs.limits import CHUNK_BYTES, GRACE_SECONDS, REPORT_SECONDS
 
@@ -74,6 +75,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mpiexec", default=None, help="mpiexec to use instead of the one recorded at build time (MPI builds)"
     )
+    elastic = parser.add_argument_group("elastic training (docs/guide/elastic.md)")
+    elastic.add_argument(
+        "--host-discovery-script",
+        default=None,
+        metavar="SCRIPT",
+        help="program printing the hosts available now, one 'host' or 'host:slots' a line; makes the job elastic",
+    )
+    elastic.add_argument("--min-np", type=int, default=None, help="fewest ranks the job runs with (default -np)")
+    elastic.add_argument("--max-np", type=int, default=None, help="most ranks the elastic job grows to (default -np)")
+    elastic.add_argument(
+        "--slots", "--slots-per-host", dest="slots", type=int, default=None, help="slots of a host printed without :N"
+    )
+    elastic.add_argument("--blacklist-cooldown-range", nargs=2, default=None, help=argparse.SUPPRESS)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="program and its arguments")
 
 
@@ -86,6 +100,29 @@ def _seconds(value: float | None, what: str, default: float) -> float:
     if not math.isfinite(value) or value <= 0:
         raise InputError(f"{what} must be a positive number of seconds (got {value:g})")
     return value
+
+
+def _elastic_settings(args: argparse.Namespace) -> Any:
+    """The elastic settings when --host-discovery-script is given (elastic.Elastic), else None."""
+    from selector_backend.errors import InputError
+
+    if args.blacklist_cooldown_range is not None:
+        raise InputError(
+            "--blacklist-cooldown-range is not supported: a failed host stays blacklisted for the rest of the job"
+        )
+    if args.host_discovery_script is None:
+        for flag, value in (("--min-np", args.min_np), ("--max-np", args.max_np), ("--slots", args.slots)):
+            if value is not None:
+                raise InputError(f"{flag} needs --host-discovery-script (elastic jobs take their hosts from it)")
+        return None
+    from selector_backend.jobs.elastic import Elastic
+
+    slots = 1 if args.slots is None else args.slots
+    if slots < 1:
+        raise InputError(f"--slots must be at least 1 (got {slots})")
+    min_np = args.num_proc if args.min_np is None else args.min_np
+    max_np = args.num_proc if args.max_np is None else args.max_np
+    return Elastic(min_np, max_np, args.host_discovery_script, slots)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,6 +172,13 @@ def run(args: argparse.Namespace) -> int:
             network_interface=args.network_interface,
         )
         out = launcher.Output(label=args.label_output, directory=args.output_filename)
+        settings = _elastic_settings(args)
+        if settings is not None:
+            if host_list is not None:
+                raise InputError("-H/--hostfile with --host-discovery-script: the script names the hosts; drop -H")
+            from selector_backend.jobs.elastic import launch_elastic
+
+            return launch_elastic(settings, args.num_proc, command, timeout, remote=remote, out=out, grace=grace)
         return launcher.launch(
             args.num_proc,
             command,

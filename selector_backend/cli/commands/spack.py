@@ -242,6 +242,7 @@ def _package(args: argparse.Namespace) -> int:
     from selector_backend.engine.catalog import load_catalog, require_checkout
     from selector_backend.errors import MismatchError
     from selector_backend.files.atomic import write_output
+    from selector_backend.files.safeparse import read_text
     from selector_backend.interop.spack.package_py import (
         check_package,
         load_sdists,
@@ -250,20 +251,30 @@ def _package(args: argparse.Namespace) -> int:
         sdists_path,
     )
 
-    if (args.check or args.write) and args.repo is None:
-        require_checkout(f"spack package {'--check' if args.check else '--write'}", "--repo DIR")
     catalog = load_catalog(args.catalog)
     missing = [axis for axis in PACKAGE_AXES if axis not in catalog.axes]
-    if missing:
-        from selector_backend.errors import InputError
+    if missing:  # a project of its own: its axes and constraints, its spack/ beside its pyproject.toml
+        from selector_backend.engine.project import load_project
+        from selector_backend.interop.spack.project_package import render_project_package
 
-        raise InputError(
-            f"spack package: the generated package.py is hvd-selector's and reads the axes {', '.join(PACKAGE_AXES)}; "
-            f"{catalog.name}'s catalog has no {', '.join(missing)} (docs: Package your own project)"
-        )
-    path = package_path(catalog, args.repo)
-    sdists = load_sdists(sdists_path(catalog, args.repo))
-    text = render_package(catalog, sdists)
+        project = load_project()
+        repo = args.repo if args.repo is not None else project.root / "spack"
+        path = package_path(catalog, repo)
+        sdists = load_sdists(repo / "sdists.toml")
+        text = render_project_package(catalog, project, sdists)
+        if args.check and not args.write:
+            if not path.is_file() or read_text(path, "package.py") != text:
+                raise MismatchError(
+                    f"{path} differs from what the catalog generates; run hvd-selector spack package --write"
+                )
+            print(f"{path} matches the catalog")
+            return 0
+    else:
+        if (args.check or args.write) and args.repo is None:
+            require_checkout(f"spack package {'--check' if args.check else '--write'}", "--repo DIR")
+        path = package_path(catalog, args.repo)
+        sdists = load_sdists(sdists_path(catalog, args.repo))
+        text = render_package(catalog, sdists)
     if args.write:
         write_output(path, text, "package.py (--write)")
         print(f"wrote {path}")
