@@ -81,7 +81,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory, v3_build: Build) -> It
             RAY_AUTH_TOKEN_PATH=str(token),
             HVD_SELECTOR_TIMEOUT="6",
         )
-        common = ["--num-cpus=1", "--object-store-memory=100000000", f"--temp-dir={temp}", "--disable-usage-stats"]
+        common = ["--num-cpus=2", "--object-store-memory=100000000", f"--temp-dir={temp}", "--disable-usage-stats"]
         head = cluster.hosts[0].address
         started = time.monotonic()
         _ray(cluster, cluster.hosts[0], env, "--head", f"--node-ip-address={head}", "--port=6379", *common)
@@ -111,17 +111,22 @@ def test_ray_executor_reduces_exactly_across_three_hosts_over_tcp(ray_cluster, t
     result = _drive(cluster, env, tmp_path, "reduce")
     ranks = result["ranks"]
     addresses = sorted(h.address for h in cluster.hosts)
-    assert [(r["rank"], r["size"], r["local_rank"], r["local_size"]) for r in ranks] == [(i, 3, 0, 1) for i in range(3)]
-    assert sorted(r["node"] for r in ranks) == addresses  # placement: one worker per host
-    assert result["worker_hosts"] == [r["node"] for r in ranks]
+    assert [(r["rank"], r["size"], r["local_rank"], r["local_size"]) for r in ranks] == [
+        (i, 6, i % 2, 2) for i in range(6)
+    ]
+    nodes = [r["node"] for r in ranks]
+    assert nodes[0::2] == nodes[1::2] and sorted(nodes[0::2]) == addresses  # placement: two workers per host
+    assert result["worker_hosts"] == nodes
     for r in ranks:
         assert r["sum"] == result["expected_sum"]
-        assert r["gathered"] == [0, 0, 1, 1, 2, 2]
+        assert r["gathered"] == [g for rank in range(6) for g in (rank, rank)]
         assert r["broadcast"] == [0, 7, 14, 21, 28]
-        # one rank per host: every pair of ranks talks over the TCP mesh
-        assert r["transport"] == (
-            "hierarchical: shm within 3 hosts, gloo tcp between host leaders; 0-1 gloo tcp, 0-2 gloo tcp, 1-2 gloo tcp"
-        )
+        summary, _, pairs = r["transport"].partition("; ")
+        assert summary == "hierarchical: shm within 3 hosts, gloo tcp between host leaders", r["transport"]
+        kinds = dict(p.split(" ", 1) for p in pairs.split(", "))
+        for a in range(6):
+            for b in range(a + 1, 6):  # shared memory within a host, the TCP mesh between hosts
+                assert kinds[f"{a}-{b}"] == ("shm" if a // 2 == b // 2 else "gloo tcp"), r["transport"]
         others = set(addresses) - {r["node"]}
         assert others <= set(r["peers"]), (r["node"], r["peers"])  # mesh connections to the other two hosts
     for host in cluster.hosts:  # the only way between the hosts: each one's veth

@@ -1,9 +1,9 @@
 """A Ray driver: python ray_job.py HEAD_ADDRESS OUT_DIR MODE (run inside the head's namespace host).
 
-MODE "reduce": RayExecutor on 3 hosts x 1 worker; every rank allreduces,
+MODE "reduce": RayExecutor on 3 hosts x 2 workers; every rank allreduces,
 allgathers and broadcasts integer-valued data (exact in any order) and reports
 its transport, its node and the TCP peers of its own connections; the driver
-writes what it got to OUT_DIR/result.json. MODE "kill": rank 1 SIGKILLs itself
+writes what it got to OUT_DIR/result.json. MODE "kill" (3 hosts x 1 worker): rank 1 SIGKILLs itself
 mid-training (an actor dies); the others record what their collective raised;
 the driver records what run() raised and how long after the kill.
 """
@@ -22,6 +22,7 @@ import ray
 
 head, out_dir, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 HOSTS = 3
+PER_HOST = {"reduce": 2, "kill": 1}[mode]
 STEPS_BEFORE_KILL = 20
 
 
@@ -86,12 +87,12 @@ from hvd_selector.ray import RayExecutor  # noqa: E402  (after ray.init: the mod
 
 result: dict = {}
 start = time.monotonic()
-executor = RayExecutor(RayExecutor.create_settings(timeout_s=6), num_hosts=HOSTS, num_workers_per_host=1)
+executor = RayExecutor(RayExecutor.create_settings(timeout_s=6), num_hosts=HOSTS, num_workers_per_host=PER_HOST)
 executor.start()
 result["start_s"] = time.monotonic() - start
 if mode == "reduce":
     result["ranks"] = executor.run(reduce_job)
-    result["expected_sum"] = sum(data(r) for r in range(HOSTS)).tolist()
+    result["expected_sum"] = sum(data(r) for r in range(HOSTS * PER_HOST)).tolist()
     result["worker_hosts"] = executor.worker_hosts()
     executor.shutdown()
 else:
