@@ -10,7 +10,7 @@ backend with the target's flags). ``plan_reuse``
 shares one decision between pip's hook processes; ``sdist`` and ``metadata``
 produce the distribution pip sees; ``origin_record`` adds the install
 record to the wheel pip installs (``wheel_members`` adds a member with its RECORD
-row); ``console`` prints what a plain
+row; ``import_guard`` the import-time check an adopting project's wheel carries); ``console`` prints what a plain
 ``pip install`` must show.
 """
 
@@ -20,6 +20,7 @@ __all__ = [
     "cmake_config",
     "console",
     "fetch",
+    "import_guard",
     "index_cache",
     "index_groups",
     "metadata",

@@ -1,4 +1,4 @@
-"""Running jobs: the launcher, the rendezvous store, the job environment, the installed build's facts.
+"""Running jobs: the launcher (fixed-size and elastic), the rendezvous store, the job environment, the build's facts.
 
 Pure Python and free of native code, so ``hvd-selector run`` works on a login
 node whose CPU the installed build does not fit; the runtime package
@@ -7,6 +7,8 @@ node whose CPU the installed build does not fit; the runtime package
 
 __all__ = [
     "build_facts",
+    "elastic",
+    "elastic_protocol",
     "hosts",
     "jobenv",
     "launcher",
