@@ -8,7 +8,8 @@ Each rank writes OUT_DIR/rank<r>.json: the exception init() (or the step after i
 - ``finalized``: mpi4py initialises and finalises MPI, then init();
 - ``forged``: (Open MPI build, 2 ranks) rank 1 is not hvd_selector but mpi4py: it answers rank 0's
   init() collectives, then sends a settings record whose text has no end, or an agreement
-  summary that differs followed by a descriptor whose ndim and shape are huge; rank 0 must fail with one line, not crash.
+  summary that differs followed by a descriptor whose ndim and shape are huge; rank 0 must fail
+  with one line, not crash.
 """
 
 import json
