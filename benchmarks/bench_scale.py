@@ -8,7 +8,10 @@ allgather and broadcast of float32 buffers, one after another:
   * Open MPI's mpi4py (``Allreduce``/``Allgather``/``Bcast``) under
     ``mpirun --oversubscribe``;
   * MPICH from its pip wheels (build/mpich-venv, as bench_allreduce makes
-    it) under its own mpiexec, in the ``shm`` mode only (``--mpich``).
+    it) under its own mpiexec (``--mpich``), in the ``shm`` mode and in the
+    ``tcp`` mode with ``MPIR_CVAR_NOLOCAL=1`` (every rank treated as remote:
+    no shared memory); not across namespace hosts (its launcher has no ssh
+    configuration of the cluster's).
 Modes: ``tcp`` (one host, network only: HVD_SELECTOR_SHM=0 against
 ``--mca btl tcp,self``), ``shm`` (one host, defaults: shared memory
 against Open MPI's vader) and ``hosts`` (``--hosts`` network-namespace hosts
@@ -172,6 +175,8 @@ def _job(kind: str, mode: str, ranks: int, args: argparse.Namespace, build, clus
     else:
         venv = _mpich_venv()
         cmd = [str(venv / "bin" / "mpiexec"), "-n", str(ranks), str(venv / "bin" / "python"), script, *tail]
+        if mode == "tcp":
+            env["MPIR_CVAR_NOLOCAL"] = "1"
     try:
         proc = subprocess.run(cmd, env=env, cwd=RESULTS, capture_output=True, text=True, timeout=args.job_timeout)
     except subprocess.TimeoutExpired:
@@ -210,7 +215,7 @@ def _cluster(hosts: int):
 
 def _run_point(mode: str, ranks: int, args: argparse.Namespace, build, cluster, result: dict) -> None:
     """hvd-selector's job and its peers' at one rank count; their rows joined as ratios."""
-    kinds = ["hvd", "openmpi", *(["mpich"] if args.mpich and mode == "shm" else [])]
+    kinds = ["hvd", "openmpi", *(["mpich"] if args.mpich and mode in ("shm", "tcp") else [])]
     jobs = {kind: _job(kind, mode, ranks, args, build, cluster) for kind in kinds}
     hvd = jobs.pop("hvd")
     if hvd is None:
@@ -229,10 +234,13 @@ def _run_point(mode: str, ranks: int, args: argparse.Namespace, build, cluster, 
 
 
 def _print_point(p: dict) -> None:
-    peer = f"openmpi {p['openmpi_s'] * 1e3:9.3f} ms ratio {p['vs_openmpi']:5.2f}" if "openmpi_s" in p else "openmpi -"
+    peers = [
+        f"{kind} {p[kind + '_s'] * 1e3:9.3f} ms ratio {p['vs_' + kind]:5.2f}" if f"{kind}_s" in p else f"{kind} -"
+        for kind in ("openmpi", "mpich")
+    ]
     print(
         f"{p['mode']:4s} {p['ranks']:3d} ranks {p['collective']:9s} {p['bytes']:>9d} B  "
-        f"hvd {p['hvd_s'] * 1e3:9.3f} ms  {peer}",
+        f"hvd {p['hvd_s'] * 1e3:9.3f} ms  " + "  ".join(peers),
         flush=True,
     )
 
@@ -297,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--collectives", default=",".join(COLLECTIVES))
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--hosts", type=int, default=4, help="namespace hosts of the hosts mode")
-    parser.add_argument("--mpich", action="store_true", help="MPICH (pip wheels) beside Open MPI in the shm mode")
+    parser.add_argument(
+        "--mpich", action="store_true", help="MPICH (pip wheels) beside Open MPI in the shm and tcp modes"
+    )
     parser.add_argument("--job-timeout", type=float, default=900)
     parser.add_argument("--out", type=Path, default=RESULTS / "scale.json")
     parser.add_argument("--worker")

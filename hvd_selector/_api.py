@@ -106,7 +106,9 @@ def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float, generation: int |
         if address not in ("127.0.0.1", name):
             name = f"{name} ({address})"
         try:
-            _job_builds = buildmix.exchange(client.set, client.get, buildmix.record(_facts, job.rank, name), job.size)
+            _job_builds = buildmix.exchange(
+                client.set, client.get_many, buildmix.record(_facts, job.rank, name), job.size
+            )
         except buildmix.IncompatibleBuildsError:
             raise
         except RendezvousError as exc:

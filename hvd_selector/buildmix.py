@@ -98,17 +98,19 @@ def format_mix(records: Sequence[dict[str, Any]]) -> str:
 
 def exchange(
     set_: Callable[[str, bytes], None],
-    get: Callable[[str], bytes],
+    get_many: Callable[[list[str]], list[bytes]],
     mine: dict[str, Any],
     size: int,
 ) -> list[dict[str, Any]]:
-    """Publish this rank's build; rank 0 judges the mix once for everyone (O(size) requests)."""
+    """Publish this rank's build; rank 0 judges the mix once for everyone, reading every
+    record in one round trip (get_many pipelines the requests)."""
     rank = int(mine["rank"])
     set_(f"build/{rank}", json.dumps(mine).encode())
     if rank == 0:
-        records = [json.loads(get(f"build/{r}")) for r in range(size)]
+        records = [json.loads(raw) for raw in get_many([f"build/{r}" for r in range(size)])]
         set_("build/verdict", json.dumps({"error": verdict(records), "records": records}).encode())
-    answer = json.loads(get("build/verdict"))
+    (raw,) = get_many(["build/verdict"])
+    answer = json.loads(raw)
     if not isinstance(answer, dict) or not isinstance(answer.get("records"), list):
         raise RendezvousError("rendezvous: malformed build verdict from rank 0")
     if answer.get("error"):

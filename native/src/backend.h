@@ -39,10 +39,12 @@ class Backend {
   virtual std::string transport() const { return name() == "gloo" ? "gloo tcp" : name(); }
   virtual std::string pair_transport(int a, int b) const { return a == b ? "self" : transport(); }
 
-  // Payload bytes that may ride in a collective's agreement round (one
-  // exchange instead of two), and whether that round may size its slots to
-  // the payload (shared memory) instead of a fixed kInlineBytes (network).
-  virtual size_t inline_limit() const;
+  // Whether the agreement round may size its slots to each call (shared
+  // memory: ranks that disagree still read each other's descriptors) and
+  // how many payload bytes may then ride in it (one exchange instead of
+  // two). The network has neither: its compact agreement round has one size
+  // whatever each rank called (state.h, agree()).
+  virtual size_t inline_limit() const { return 0; }
   virtual bool sized_slots() const { return false; }
 
   // A communicator of the global `ranks` (called by those members only):

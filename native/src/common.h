@@ -33,4 +33,11 @@ std::string shape_string(const hvd_tensor& t);
 // yet (a peer rank on this host; the launcher may reap late).
 bool process_gone(int32_t pid);
 
+// Folds v into the running digest h (a multiply-xorshift step, so every bit
+// of v reaches every bit of h): grouped shapes and agreement summaries.
+inline uint64_t mix(uint64_t h, uint64_t v) {
+  h = (h ^ v) * 0x9e3779b97f4a7c15ull;
+  return h ^ (h >> 29);
+}
+
 }  // namespace hvd

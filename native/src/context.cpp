@@ -168,59 +168,15 @@ std::string judge(std::vector<SettingsRecord>& all) {
   return text;
 }
 
-// MPI: one allgather over the network backend, before shared memory wraps it.
+// One allgather over the network backend (the gloo mesh or MPI), before
+// shared memory wraps it: the mesh itself does not depend on these settings,
+// and one exchange of records costs less than a store request per rank with
+// rank 0 reading every rank's record.
 void agree_settings(Backend& net, const ShmSettings& shm) {
   SettingsRecord mine = my_settings(shm);
   std::vector<SettingsRecord> all(net.size());
   net.allgather(&mine, all.data(), sizeof(SettingsRecord));
   std::string verdict = judge(all);
-  if (!verdict.empty()) throw Error(HVD_ERR_INVALID, verdict);
-}
-
-void store_set(const hvd_store& store, const std::string& key, const std::string& value) {
-  char error[256] = {0};
-  if (store.set(store.ctx, key.c_str(), value.data(), value.size(), error) != 0)
-    throw Error(HVD_ERR_TIMEOUT, std::string("rendezvous: ") + error);
-}
-
-std::string store_get(const hvd_store& store, const std::string& key, double timeout_s) {
-  char error[256] = {0};
-  void* value = nullptr;
-  size_t len = 0;
-  if (store.get(store.ctx, key.c_str(), &value, &len, static_cast<int64_t>(timeout_s * 1000) + 1, error) != 0)
-    throw Error(HVD_ERR_TIMEOUT, std::string("rendezvous: ") + error);
-  std::string out(static_cast<char*>(value), len);
-  std::free(value);
-  return out;
-}
-
-// Gloo: through the rendezvous store, before any data connection exists;
-// rank 0 judges every record once and publishes the verdict (O(size) requests).
-void agree_settings(const hvd_store& store, int rank, int size, const ShmSettings& shm, double timeout_s) {
-  constexpr size_t kMaxVerdict = 1024;
-  SettingsRecord mine = my_settings(shm);
-  store_set(store, "settings/" + std::to_string(rank),
-            std::string(reinterpret_cast<const char*>(&mine), sizeof(mine)));
-  std::string verdict;
-  if (rank == 0) {
-    std::vector<SettingsRecord> all(size);
-    for (int r = 0; r < size && verdict.empty(); ++r) {
-      std::string bytes = store_get(store, "settings/" + std::to_string(r), timeout_s);
-      if (bytes.size() != sizeof(SettingsRecord))
-        verdict = "rank " + std::to_string(r) + " sent a settings record of " + std::to_string(bytes.size()) +
-                  " bytes, not " + std::to_string(sizeof(SettingsRecord)) +
-                  " (another release of hvd_selector?)";
-      else
-        std::memcpy(&all[r], bytes.data(), sizeof(SettingsRecord));
-    }
-    if (verdict.empty()) verdict = judge(all);
-    store_set(store, "settings/verdict", verdict);
-  } else {
-    verdict = store_get(store, "settings/verdict", timeout_s);  // rank 0's text: bounded, printable
-    if (verdict.size() > kMaxVerdict) verdict.resize(kMaxVerdict);
-    for (char& c : verdict)
-      if (c < 0x20 || c > 0x7e) c = '?';
-  }
   if (!verdict.empty()) throw Error(HVD_ERR_INVALID, verdict);
 }
 
@@ -239,8 +195,6 @@ Backend& backend() {
 }
 
 void set_last_error(const std::string& message) { g_last_error = message; }
-
-size_t Backend::inline_limit() const { return kInlineBytes; }
 
 std::unique_ptr<Backend> Backend::subset(int, const std::vector<int>&, const hvd_store*, const std::string&,
                                          double) {
@@ -263,14 +217,59 @@ Descriptor describe(Kind kind, const hvd_tensor* t, int op, int root) {
 
 void check_agreement_impl(const std::vector<Descriptor>& all, bool vary_first_dim);
 
+namespace {
+
+// A descriptor as 64 bits (shape[0] left out where it may vary): what the
+// compact agreement round carries instead of the descriptor.
+uint64_t digest(const Descriptor& d, bool vary_first_dim) {
+  Descriptor c = d;
+  if (vary_first_dim) c.shape[0] = 0;
+  uint64_t words[sizeof(Descriptor) / sizeof(uint64_t)];
+  std::memcpy(words, &c, sizeof(words));
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint64_t w : words) h = mix(h, w);
+  return h;
+}
+
+// The compact agreement round: an allgather of 16 bytes per rank ({digest,
+// shape[0]}) instead of a descriptor and a fixed payload slot. It is the
+// same exchange whatever each rank called, so ranks that disagree still
+// exchange equal-sized messages; every rank decides from the same gathered
+// bytes, so all of them answer alike. false (some rank differs) sends them
+// all to the full round, whose descriptors name the difference.
+bool agree_compact(Backend& b, const Descriptor& mine, bool vary_first_dim, std::vector<Descriptor>& all) {
+  all.assign(b.size(), mine);
+  struct Summary {
+    uint64_t digest;
+    int64_t first_dim;
+  };
+  std::vector<Summary> summaries(b.size());
+  Summary own{digest(mine, vary_first_dim), mine.shape[0]};
+  b.allgather(&own, summaries.data(), sizeof(Summary));
+  for (int r = 0; r < b.size(); ++r) {
+    if (summaries[r].digest != summaries[0].digest || summaries[r].first_dim < 0) return false;
+    all[r].shape[0] = summaries[r].first_dim;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const void* payload,
                               size_t inline_bytes, std::vector<const unsigned char*>* payloads) {
   Backend& b = backend();
-  if (inline_bytes > b.inline_limit()) throw Error(HVD_ERR_INTERNAL, "inline payload too large");
-  // Network: fixed slots, so ranks that disagree still exchange equal sizes.
-  // Shared memory: slots sized to this call (a disagreeing rank's descriptor
-  // is still read whole from the front of its slot).
-  const size_t slot = sizeof(Descriptor) + (b.sized_slots() ? inline_bytes : kInlineBytes);
+  if (inline_bytes > b.inline_limit() || (payloads && !b.sized_slots()))
+    throw Error(HVD_ERR_INTERNAL, "inline payload too large or not on shared memory");
+  // Network, nothing riding along: the compact round first; the full one
+  // only when it found a difference (then on every rank).
+  if (!b.sized_slots() && b.size() > 1) {
+    std::vector<Descriptor> all;
+    if (agree_compact(b, mine, vary_first_dim, all)) return all;
+  }
+  // Network: whole descriptors, the same size on every rank. Shared memory:
+  // slots sized to this call (a disagreeing rank's descriptor is still read
+  // whole from the front of its slot).
+  const size_t slot = sizeof(Descriptor) + (b.sized_slots() ? inline_bytes : 0);
   std::vector<unsigned char>& all = g_agree_buffer;
   if (all.size() < slot * (b.size() + 1)) all.resize(slot * (b.size() + 1));
   unsigned char* send = all.data() + slot * b.size();
@@ -335,10 +334,10 @@ hvd_status hvd_init_gloo(int rank, int size, int local_rank, int local_size, con
       throw Error(HVD_ERR_INVALID, "init: rank " + std::to_string(rank) + " / size " + std::to_string(size) +
                                        " is not a valid pair");
     ShmSettings shm = shm_settings();
-    agree_settings(*store, rank, size, shm, timeout_s);
-    g_backend = with_shared_memory(make_gloo_backend(rank, size, local_rank, local_size, *store,
-                                                     hostname ? hostname : "127.0.0.1", timeout_s),
-                                   shm, timeout_s);
+    std::unique_ptr<Backend> net = make_gloo_backend(rank, size, local_rank, local_size, *store,
+                                                     hostname ? hostname : "127.0.0.1", timeout_s);
+    agree_settings(*net, shm);
+    g_backend = with_shared_memory(std::move(net), shm, timeout_s);
     gpu::configure(timeout_s);
 #else
     (void)rank, (void)size, (void)local_rank, (void)local_size, (void)store, (void)hostname, (void)timeout_s;

@@ -37,8 +37,6 @@ size_t initial_threshold() {
 size_t g_threshold = initial_threshold();
 std::vector<unsigned char> g_fusion_buffer;
 
-uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
-
 // One fused chunk: tensors [begin, end) of the same dtype.
 void reduce_chunk(const hvd_tensor* in, hvd_tensor* out, size_t begin, size_t end, hvd_op op, double prescale,
                   double postscale) {

@@ -60,7 +60,7 @@ void reduce_agreed(const Descriptor& mine, const void* in, void* buf, size_t cou
   Backend& b = backend();
   size_t bytes = count * dtype_size(dtype);
   const void* src = in ? in : buf;
-  if (bytes > b.inline_limit() || b.size() == 1) {
+  if (b.inline_limit() == 0 || bytes > b.inline_limit() || b.size() == 1) {
     agree(mine, false);
     if (b.size() == 1) {
       if (src != buf) std::memcpy(buf, src, bytes);

@@ -93,22 +93,22 @@ static_assert(sizeof(Descriptor) % 8 == 0, "agreement payloads must stay 8-byte 
 
 Descriptor describe(Kind kind, const hvd_tensor* t, int op, int root);
 
-// Every agreement round exchanges one fixed-size slot per rank (descriptor
-// plus up to kInlineBytes of payload), whatever each rank intends, so ranks
-// that disagree still exchange equal-sized messages and fail cleanly.
-constexpr size_t kInlineBytes = 1024;
-
-// Allgathers descriptors and throws HVD_ERR_MISMATCH (same text on every
-// rank) when they differ; shape[0] may differ when vary_first_dim. When
-// `payload` is given (inline_bytes <= kInlineBytes) it travels along and
-// `payloads` receives each rank's inline_bytes in rank order: pointers into
-// the agreement buffer (no copy), valid until the next agreement round.
+// Allgathers what every rank is about to do and throws HVD_ERR_MISMATCH
+// (same text on every rank) when ranks differ; shape[0] may differ when
+// vary_first_dim. Over the network a compact round (16 bytes per rank: a
+// digest of the descriptor and shape[0]) comes first, and the full round of
+// whole descriptors runs only when it found a difference, to name it. On
+// shared memory (Backend::sized_slots) `payload` (inline_bytes <=
+// backend().inline_limit()) travels along and `payloads` receives each
+// rank's inline_bytes in rank order: pointers into the agreement buffer (no
+// copy), valid until the next agreement round.
 std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const void* payload = nullptr,
                               size_t inline_bytes = 0, std::vector<const unsigned char*>* payloads = nullptr);
 
-// Agree on `mine`, then allreduce `count` elements in buf (CPU). Payloads of
-// at most backend().inline_limit() bytes ride in the agreement round and are reduced locally
-// in rank order (one network round instead of two, identical on every rank).
+// Agree on `mine`, then allreduce `count` elements in buf (CPU). On shared
+// memory, payloads of at most backend().inline_limit() bytes ride in the
+// agreement round and are reduced locally in rank order (one exchange
+// instead of two, identical on every rank).
 void reduce_agreed(const Descriptor& mine, const void* in, void* buf, size_t count, hvd_dtype dtype,
                    hvd_op op);
 

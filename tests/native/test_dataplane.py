@@ -78,9 +78,10 @@ def test_a_frame_the_collective_did_not_expect_is_a_mismatch(gloo_build: Build, 
     """After the handshake every message is framed (u64 sequence, u64 length); a peer whose
     frame disagrees with the collective fails it with MismatchError, never data read as data."""
     result, seq, length, message = _peer(gloo_build, "listen", "bad-frame", tmp_path).split(" ", 3)
-    assert (result, seq) == ("mismatch", "0") and int(length) > 0
+    # Message 0 carried init()'s settings records; the barrier's agreement round is message 1.
+    assert (result, seq) == ("mismatch", "1") and int(length) > 0
     assert message == (
-        f"allgather: rank 1 sent message 0 of {int(length) + 1} bytes where this rank expected message 0 of "
+        f"allgather: rank 1 sent message 1 of {int(length) + 1} bytes where this rank expected message 1 of "
         f"{length} bytes: the ranks are not running the same collectives"
     )
 

@@ -49,6 +49,26 @@ def test_missing_key_times_out_with_its_name(server: StoreServer) -> None:
     assert time.monotonic() - start < 3
 
 
+def test_get_many_answers_in_order_waiting_for_keys_set_later(server: StoreServer) -> None:
+    """Rank 0 reads every rank's build record with one pipelined get_many: the store answers in
+    order, a key set while the batch waits arrives in its place, and a missing key ends the
+    batch with its own name."""
+    a = StoreClient(*server.address, b"s" * 32, timeout=5)
+    b = StoreClient(*server.address, b"s" * 32, timeout=5)
+    for r in (0, 1, 3):
+        a.set(f"build/{r}", f"record {r}".encode())
+    late = threading.Timer(0.3, lambda: a.set("build/2", b"record 2"))
+    late.start()
+    try:
+        assert b.get_many([f"build/{r}" for r in range(4)]) == [f"record {r}".encode() for r in range(4)]
+    finally:
+        late.join()
+    with pytest.raises(RendezvousError, match=r"waiting for key 'build/9'"):
+        b.get_many(["build/0", "build/9", "build/1"], timeout_ms=300)
+    a.close()
+    b.close()
+
+
 def test_unreachable_rendezvous() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -128,3 +128,24 @@ def test_a_death_at_64_ranks_ends_every_rank_with_peer_failure(gloo_build: Build
         assert outcome is not None, f"rank {r} wrote no outcome"
         assert outcome.get("error") == "PeerFailureError", (r, outcome)
         assert outcome["seconds"] < 30, (r, outcome)
+
+
+def test_agreement_round_is_compact_and_still_names_the_difference(gloo_build: Build, tmp_path: Path) -> None:
+    """Over the network a collective's agreement round carries 16 bytes per rank (a digest and the
+    first dimension), not a whole descriptor and a 1 KiB slot (1128 bytes a message before); ranks
+    that differ still fail with one identical message naming the difference."""
+    np_ = 3
+    proc = launch(gloo_build, np_, "agreement.py", str(tmp_path), cwd=tmp_path, timeout=180, HVD_SELECTOR_SHM="0")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(np_)]
+    for r, result in enumerate(results):
+        # A 4-byte broadcast at 3 ranks: the compact round (two Bruck messages of one 16-byte
+        # summary) and at most two tree messages, each with its 16-byte frame: 104 bytes on
+        # the root. Whole descriptors would be 280, and a descriptor with a 1 KiB slot 2328.
+        assert 0 < result["per_call"] < 160, (r, result["per_call"])
+        assert result["ragged_ok"], r
+    for name, fragment in [("root", "root="), ("op", "op="), ("row", "[*,")]:
+        texts = {result["errors"][name] for result in results}
+        assert len(texts) == 1, texts
+        text = texts.pop()
+        assert "ranks disagree" in text and fragment in text, text

@@ -7,8 +7,9 @@ Each rank writes OUT_DIR/rank<r>.json: the exception init() (or the step after i
 - ``reinit``: init(), allreduce, shutdown() three times (MPI builds);
 - ``finalized``: mpi4py initialises and finalises MPI, then init();
 - ``forged``: (Open MPI build, 2 ranks) rank 1 is not hvd_selector but mpi4py: it answers rank 0's
-  init() collectives, then sends a settings record whose text has no end and an agreement
-  descriptor whose ndim and shape are huge; rank 0 must fail with one line, not crash.
+  init() collectives, then sends a settings record whose text has no end, or an agreement
+  summary that differs followed by a descriptor whose ndim and shape are huge; rank 0 must fail
+  with one line, not crash.
 """
 
 import json
@@ -54,10 +55,11 @@ if mode.startswith("forged") and rank == 1:
     settings = struct.pack("<IiQQ", 0x48565331, 0, 1 << 20, 64 << 20)  # as rank 0's: shm off, defaults
     text = b"A" * 240 if mode == "forged_settings" else b""  # no NUL anywhere: its end must be found
     allgather(settings + text.ljust(240, b"\0"))
-    if mode == "forged_descriptor":  # rank 0's first allreduce: a descriptor, then 1024 payload bytes
+    if mode == "forged_descriptor":  # rank 0's first allreduce: a summary that differs, then a descriptor
         huge = 1 << 62
+        allgather(struct.pack("<Qq", 1, huge))  # the compact round: {digest, shape[0]}
         descriptor = struct.pack("<IIiiiiii8qQ", 0x48564431, 1, 3, 1, -1, 1 << 30, 0, 0, *[huge] * 8, 0)
-        allgather(descriptor + bytes(1024))
+        allgather(descriptor)
     sys.exit(0)
 
 import numpy as np  # noqa: E402

@@ -57,8 +57,6 @@ class LocalStore:
     def set(self, key: str, value: bytes) -> None:
         with self._cond:
             self._data[key] = bytes(value)
-            if key == "settings/0":  # the Python rank 1 has the core's settings (init() compares them first)
-                self._data["settings/1"] = bytes(value)
             self._cond.notify_all()
 
     def get(self, key: str, timeout_ms: int) -> bytes:
@@ -142,7 +140,13 @@ def run_listen() -> str:
     if attack == "replay":  # an earlier init, watched by the attacker
         store = LocalStore()
         done: list[bytes] = []
-        t = threading.Thread(target=lambda: done.append(client_handshake(store, KEY)[1]))
+
+        def watched() -> None:
+            conn, sent = client_handshake(store, KEY)
+            mirror_settings(conn)
+            done.append(sent)
+
+        t = threading.Thread(target=watched)
         t.start()
         _core.init_gloo(0, 2, 0, 1, store.set, store.get, "127.0.0.1", 20.0, KEY)
         t.join()
@@ -160,6 +164,7 @@ def run_listen() -> str:
                 time.sleep(0.3)  # the strays are in first and stay
             if attack != "only-strangers":
                 real.append(client_handshake(store, KEY)[0])
+                mirror_settings(real[0])
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
 
@@ -181,6 +186,14 @@ def run_listen() -> str:
         return negative_split(real[0])
     _core.finalize()
     return f"ok {len(held)} {','.join(map(str, sorted(set(got)))) or '-'}"
+
+
+def mirror_settings(conn: socket.socket) -> None:
+    """Answer init()'s first message, the core's settings record, with the same record:
+    the Python rank has the core's settings."""
+    frame = recv_exact(conn, 16)
+    _seq, length = struct.unpack(">QQ", frame)
+    conn.sendall(frame + recv_exact(conn, length))
 
 
 def bad_frame(conn: socket.socket) -> str:
@@ -235,7 +248,6 @@ def run_connect() -> str:
     listener = socket.create_server(("127.0.0.1", 0))
     nonce = os.urandom(32)
     store.set("tcp/nonce", nonce)
-    store.set("settings/verdict", b"")  # rank 0's verdict on the ranks' settings: they agree
     store.set("tcp/addr/0", f"127.0.0.1 {listener.getsockname()[1]}".encode())
     refused = [0]
     errors: list[BaseException] = []
@@ -268,6 +280,7 @@ def run_connect() -> str:
                 conn.sendall(proof(b"hvd-selector tcp server", KEY, nonce, 1, 0, sc, cc))
                 assert recv_exact(conn, 8) == ACK
                 keep.append(conn)
+                mirror_settings(conn)
                 return
         except BaseException as exc:
             errors.append(exc)
