@@ -257,7 +257,7 @@ def test_cli_publish_only_serves_over_http(tmp_path: Path, catalog: Catalog) -> 
 
 def test_companions_of_another_version_or_of_the_project_itself_are_refused(tmp_path: Path, catalog: Catalog) -> None:
     other = write_wheel(tmp_path / "hvd_selector_horovod-9.9.9-py3-none-any.whl", {"x-0.dist-info/METADATA": b""})
-    with pytest.raises(InputError, match="version 9.9.9 is not the release's"):
+    with pytest.raises(InputError, match=r"version 9\.9\.9 is not the release's"):
         publish.publish_companions([other], tmp_path / "site", catalog, progress=False)
     itself = write_wheel(tmp_path / f"hvd_selector-{catalog.version}-py3-none-any.whl", {"x-0.dist-info/METADATA": b""})
     with pytest.raises(InputError, match="published as variant wheels"):
