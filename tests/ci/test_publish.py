@@ -552,7 +552,8 @@ def test_the_ci_extra_carries_every_tool_build_variants_checks_for() -> None:
 
     extra = load_toml(ROOT / "pyproject.toml").data["project"]["optional-dependencies"]
     ci = {Requirement(r).name: Requirement(r) for r in extra["ci"]}
-    for text in publish.publishing_requirements(wheels=True, isolated=False, repair=True, sdist=True):
+    needs = publish.publishing_requirements(wheels=True, isolated=False, repair=True, sdist=True)
+    for text in needs + publish.companion_requirements(ROOT):
         wanted = Requirement(text)
         assert wanted.name in ci and ci[wanted.name].specifier == wanted.specifier, text
 
