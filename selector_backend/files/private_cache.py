@@ -38,6 +38,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Literal
 
 from selector_backend.errors import ExternalError, InputError
 
@@ -69,7 +70,13 @@ def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def use_cache_dir(path: Path) -> None:
-    """Record the cache directory of this process's settings (``settings.load_settings`` does)."""
+    """Record the cache directory of this process's settings (``settings.load_settings`` does).
+
+    Process-wide on purpose, and the only such state: the catalog memo (``tomlfile``) is read
+    below every caller that holds Settings, on a cold start, where passing a directory down
+    would put a settings argument on every catalog read. The rule of *where* the cache is stays
+    one (``default_cache_dir`` and the cache-dir setting); this only remembers its answer, and a
+    process that loaded no settings keeps no memo."""
     global _active
     _active = path
 
@@ -478,9 +485,29 @@ def _flock_holder(info: os.stat_result) -> int | None:
     return None
 
 
-def open_optional(path: Path | None, name: str | None = None, *, create: bool) -> CacheDir | None:
+def cache_unusable(path: Path, exc: OSError) -> InputError:
+    """The one line for a cache directory that cannot be made or written."""
+    return InputError(f"cache-dir {path} is not a writable directory ({exc.strerror or exc}); {HINT}")
+
+
+def open_required(path: Path) -> CacheDir:
+    """The cache directory for what must be kept (verified wheels, their locks): made if absent and
+    checked; one line (``cache_unusable``, ``UntrustedCacheError``) when it cannot be used."""
+    try:
+        root = CacheDir.open(path, create=True)
+    except OSError as exc:
+        raise cache_unusable(path, exc) from None
+    assert root is not None  # create=True makes it or raises
+    return root
+
+
+def open_optional(
+    path: Path | None, name: str | None = None, *, create: bool, untrusted: Literal["skip", "raise"] = "skip"
+) -> CacheDir | None:
     """The cache directory (or its subdirectory ``name``) for a cache that is only a shortcut:
-    None where it is absent (and not ``create``d), cannot be made, or is not to be trusted."""
+    None where it is absent (and not ``create``d) or cannot be made. An untrusted directory is
+    skipped too, unless ``untrusted="raise"``: a shortcut that steers the install (the plan)
+    says so, since going on without it would hide another user's attempt."""
     if path is None:
         return None
     try:
@@ -489,5 +516,9 @@ def open_optional(path: Path | None, name: str | None = None, *, create: bool) -
             return root
         with root:
             return root.child(name, create=create)
-    except (OSError, UntrustedCacheError):
+    except OSError:
+        return None
+    except UntrustedCacheError:
+        if untrusted == "raise":
+            raise
         return None

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from selector_backend.errors import ExternalError, InputError, IntegrityError
-from selector_backend.files.private_cache import CacheDir
+from selector_backend.files.private_cache import CacheDir, cache_unusable, open_required
 
 if TYPE_CHECKING:  # the HTTP client is imported where a request is made: a file:// index never loads it
     import http.client
@@ -421,23 +421,6 @@ def is_sha256(text: str) -> bool:
     return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
-def _cache_error(cache_dir: Path, exc: OSError) -> InputError:
-    return InputError(
-        f"cache-dir {cache_dir} is not a writable directory ({exc.strerror or exc}); "
-        "point cache-dir (HVD_SELECTOR_CACHE_DIR) at one"
-    )
-
-
-def open_cache(cache_dir: Path) -> CacheDir:
-    """The cache directory, made if absent and checked (``private_cache``); one line when it cannot be used."""
-    try:
-        root = CacheDir.open(cache_dir, create=True)
-    except OSError as exc:
-        raise _cache_error(cache_dir, exc) from None
-    assert root is not None
-    return root
-
-
 def _is_part(name: str) -> bool:
     return name.startswith(PART_PREFIX) and name.endswith(PART_SUFFIX)
 
@@ -502,7 +485,7 @@ def cached_download(
     def download(out: IO[bytes]) -> None:
         fetch_to(url, out, max_bytes=max_bytes, timeout=timeout, deadline=deadline, retries=retries, offline=offline)
 
-    with open_cache(cache_dir) as root, contextlib.ExitStack() as stack:
+    with open_required(cache_dir) as root, contextlib.ExitStack() as stack:
         try:
             locks = stack.enter_context(_child(root, LOCKS_DIRECTORY, private=True))
             wheels = stack.enter_context(_child(root, WHEELS_DIRECTORY))
@@ -514,7 +497,7 @@ def cached_download(
                 finally:
                     wheels.remove(sha256)  # only succeeds when empty (a failed first download)
         except OSError as exc:
-            raise _cache_error(cache_dir, exc) from None
+            raise cache_unusable(cache_dir, exc) from None
 
 
 def _child(parent: CacheDir, name: str, private: bool = False) -> CacheDir:

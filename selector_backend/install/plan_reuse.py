@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from selector_backend.files.private_cache import CacheDir, is_keyed_name, keyed_name
+from selector_backend.files.private_cache import CacheDir, is_keyed_name, keyed_name, open_optional
 
 MAX_AGE_S = 600.0
 #: Variables outside HVD_SELECTOR_* that change what detection finds.
@@ -109,14 +109,7 @@ def is_plan(name: str) -> bool:
 def _plans(cache_dir: Path, create: bool) -> CacheDir | None:
     """``plans/`` of the cache, checked; None where it is absent or cannot be made (an untrusted
     directory is an UntrustedCacheError: see the module docstring)."""
-    try:
-        root = CacheDir.open(cache_dir, create=create)
-        if root is None:
-            return None
-        with root:
-            return root.child(DIRECTORY, create=create)
-    except OSError:
-        return None
+    return open_optional(cache_dir, DIRECTORY, create=create, untrusted="raise")
 
 
 def load(cache_dir: Path, key: str) -> dict[str, Any] | None:

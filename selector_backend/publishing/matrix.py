@@ -382,11 +382,16 @@ def workflow(jobs: Sequence[Job], catalog: Catalog, paths: Sequence[str] = ()) -
         "runs-on": "ubuntu-24.04",
         "steps": [
             *setup,
+            {"name": "Install the publishing tools", "run": publish_tools_command()},
             # One folder per artifact: every variant's wheel has the same standard name.
             {"uses": DOWNLOAD, "with": {"pattern": "wheels-*", "path": "wheelhouse"}},
             {
-                "name": "Write the labelled wheels and the PEP 503/691 variant index",
-                "run": "python -m selector_backend build-variants --publish-only wheelhouse --index site",
+                # The sdist (stock pip's entry) embeds the URL the index is served at; the companions
+                # (the [horovod] extra's distribution, the variant provider) are built from the checkout.
+                "name": "Write the labelled wheels, the sdist, the companions and the PEP 503/691 variant index",
+                "env": {"VARIANT_INDEX_URL": "${{ vars.VARIANT_INDEX_URL }}"},
+                "run": "python -m selector_backend build-variants --publish-only wheelhouse --index site"
+                ' --index-url "$VARIANT_INDEX_URL"',
             },
             {"uses": UPLOAD, "with": {"name": "variant-index", "path": "site", "if-no-files-found": "error"}},
         ],
@@ -401,6 +406,17 @@ def workflow(jobs: Sequence[Job], catalog: Catalog, paths: Sequence[str] = ()) -
         "permissions": {"contents": "read"},
         "jobs": {"check": check, "build": build, "publish": publish},
     }
+
+
+def publish_tools_command() -> str:
+    """The publish job's install line: what ``build-variants --publish-only --index-url`` checks for."""
+    import shlex
+
+    from selector_backend.publishing.publish import companion_requirements, publishing_requirements
+
+    needs = publishing_requirements(wheels=False, isolated=False, repair=False, sdist=True)
+    needs += companion_requirements(PACKAGE_DIR.parent)
+    return "python -m pip install " + " ".join(shlex.quote(n) for n in dict.fromkeys(needs))
 
 
 HEADER = """\

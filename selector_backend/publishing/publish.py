@@ -28,7 +28,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -230,7 +230,126 @@ def publish(
 def _publish_locked(
     wheels: Sequence[Path], index_root: Path, catalog: Catalog, sdists: Sequence[Path], progress: bool
 ) -> Published:
-    project = normalize(catalog.name)
+    new: list[_Entry] = []
+    for path in wheels:
+        info = inspect_wheel(path, catalog)
+        if info.version != catalog.version:
+            raise InputError(f"{path.name}: version {info.version} is not the catalog's {catalog.version}")
+        new.append((info.published_name, info.sha256, path, info))
+    for path in sdists:
+        if not path.name.endswith(".tar.gz"):
+            raise InputError(f"{path.name}: an sdist must be a .tar.gz")
+        new.append((path.name, sha256_of(path), path, None))
+
+    def existing(path: Path) -> tuple[str, VariantWheel | None] | None:
+        if path.name.endswith(".whl"):
+            info = inspect_wheel(path, catalog)
+            return info.sha256, info
+        return (sha256_of(path), None) if path.name.endswith(".tar.gz") else None
+
+    def variants_files(entries: dict[str, _Entry]) -> dict[str, str]:
+        """The variants file per version: every labelled wheel, from its own variant.json."""
+        by_version: dict[str, list[Variant]] = {}
+        for _name, _sha, _path, published in sorted(entries.values(), key=lambda e: e[0]):
+            if published is not None:
+                by_version.setdefault(published.version, []).append(published.variant)
+        return {
+            variants_filename(catalog, v): json.dumps(variants_document(vs, catalog), indent=2, sort_keys=True) + "\n"
+            for v, vs in sorted(by_version.items())
+        }
+
+    return _publish_project(index_root, normalize(catalog.name), new, existing, variants_files, progress)
+
+
+# (published name, sha256, a path holding those bytes, the wheel's variant if a variant wheel)
+_Entry = tuple[str, str, Path, "VariantWheel | None"]
+
+
+def publish_companions(
+    dists: Sequence[Path], index_root: Path, catalog: Catalog, *, progress: bool = True
+) -> list[Published]:
+    """Publish the release's other distributions (``companion_dists``), each on its own project page.
+
+    They are plain wheels and sdists: no variant.json, no label, their standard names.
+    Each must be of the catalog's version (the release's extras pin ``==version``) and of
+    another project than the catalog's; every file is checked before anything is written.
+    """
+    by_project: dict[str, list[_Entry]] = {}
+    for path in dists:
+        project, version = _dist_name_version(path)
+        if project == normalize(catalog.name):
+            raise InputError(f"{path.name}: {catalog.name} itself is published as variant wheels, not as a companion")
+        if version != catalog.version:
+            raise InputError(f"{path.name}: version {version} is not the release's {catalog.version}")
+        by_project.setdefault(project, []).append((path.name, sha256_of(path), path, None))
+    index_root.mkdir(parents=True, exist_ok=True)
+
+    def plain(path: Path) -> tuple[str, VariantWheel | None] | None:
+        return (sha256_of(path), None) if path.name.endswith((".whl", ".tar.gz")) else None
+
+    with file_lock(index_root / ".publish.lock"):
+        for project, new in sorted(by_project.items()):  # immutability, checked for all before any write
+            _check_immutable(_current_entries(index_root / "simple" / project, plain), new)
+        return [
+            _publish_project(index_root, project, new, plain, lambda _entries: {}, progress)
+            for project, new in sorted(by_project.items())
+        ]
+
+
+def _dist_name_version(path: Path) -> tuple[str, str]:
+    """The normalised project name and version a wheel's or sdist's file name gives."""
+    from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
+
+    try:
+        if path.name.endswith(".whl"):
+            name, version, _, _ = parse_wheel_filename(path.name)
+        elif path.name.endswith(".tar.gz"):
+            name, version = parse_sdist_filename(path.name)
+        else:
+            raise InputError(f"{path.name}: a distribution must be a .whl or a .tar.gz")
+    except (InvalidWheelFilename, InvalidSdistFilename) as exc:
+        raise InputError(f"{path.name}: not a distribution file name ({exc})") from None
+    return normalize(name), str(version)
+
+
+def _current_entries(
+    page_dir: Path, existing: Callable[[Path], tuple[str, VariantWheel | None] | None]
+) -> dict[str, _Entry]:
+    """The files of the generation the project page links now, by published name."""
+    current = _live_generation(page_dir)
+    entries: dict[str, _Entry] = {}
+    if current is not None:
+        for path in sorted(current.iterdir()):
+            known = existing(path)
+            if known is not None:
+                entries[path.name] = (path.name, known[0], path, known[1])
+    return entries
+
+
+def _check_immutable(entries: dict[str, _Entry], new: Sequence[_Entry]) -> list[str]:
+    """Names new to the page; a published name offered with other bytes is an InputError."""
+    added = []
+    for name, sha, path, _ in new:
+        if name in entries and entries[name][1] != sha:
+            raise InputError(
+                f"{name} is already published with sha256 {entries[name][1][:12]}..., but {path} "
+                f"has {sha[:12]}...; published files are immutable: bump the version"
+            )
+        if name not in entries:
+            added.append(name)
+    return added
+
+
+def _publish_project(
+    index_root: Path,
+    project: str,
+    new: Sequence[_Entry],
+    existing: Callable[[Path], tuple[str, VariantWheel | None] | None],
+    extra_files: Callable[[dict[str, _Entry]], dict[str, str]],
+    progress: bool,
+) -> Published:
+    """One project page: the live generation's files plus ``new`` (checked), plus ``extra_files``
+    (written text, such as the variants file), as a new complete generation; each page in one rename."""
     simple = index_root / "simple"
     page_dir = simple / project
     store = index_root / STORE
@@ -247,54 +366,17 @@ def _publish_locked(
     elif current is None and page_dir.exists() and any(page_dir.glob(f"{GENERATION_PREFIX}*")):
         raise InputError(f"{page_dir} has generations but no readable index.json; publish into an empty directory")
 
-    # name -> (sha256, a path holding those bytes, the wheel's variant if a wheel)
-    entries: dict[str, tuple[str, Path, VariantWheel | None]] = {}
-    if current is not None:
-        for path in sorted(current.iterdir()):
-            if path.name.endswith(".whl"):
-                info = inspect_wheel(path, catalog)
-                entries[path.name] = (info.sha256, path, info)
-            elif path.name.endswith(".tar.gz"):
-                entries[path.name] = (sha256_of(path), path, None)
-
-    # Check every new file before writing anything.
-    new: list[tuple[str, str, Path, VariantWheel | None]] = []
-    for path in wheels:
-        info = inspect_wheel(path, catalog)
-        if info.version != catalog.version:
-            raise InputError(f"{path.name}: version {info.version} is not the catalog's {catalog.version}")
-        new.append((info.published_name, info.sha256, path, info))
-    for path in sdists:
-        if not path.name.endswith(".tar.gz"):
-            raise InputError(f"{path.name}: an sdist must be a .tar.gz")
-        new.append((path.name, sha256_of(path), path, None))
-    added = []
-    for name, sha, path, _ in new:
-        if name in entries and entries[name][0] != sha:
-            raise InputError(
-                f"{name} is already published with sha256 {entries[name][0][:12]}..., but {path} "
-                f"has {sha[:12]}...; published files are immutable: bump the version"
-            )
-        if name not in entries:
-            added.append(name)
+    entries = _current_entries(page_dir, existing)
+    added = _check_immutable(entries, new)  # every new file, before writing anything
     bar = Progress(len(new), "publishing") if progress and new else None
-    for name, sha, path, wheel_info in new:
-        entries[name] = (sha, path, wheel_info)
+    for entry in new:
+        entries[entry[0]] = entry
         if bar:
-            bar.step(name)
+            bar.step(entry[0])
 
-    # The variants file per version: every labelled wheel, from its own variant.json.
-    by_version: dict[str, list[Variant]] = {}
-    for _name, (_sha, _path, published) in sorted(entries.items()):
-        if published is not None:
-            by_version.setdefault(published.version, []).append(published.variant)
-    variants = {version: variants_document(vs, catalog) for version, vs in by_version.items()}
-    texts = {
-        variants_filename(catalog, v): json.dumps(d, indent=2, sort_keys=True) + "\n"
-        for v, d in sorted(variants.items())
-    }
+    texts = extra_files(entries)
     listing = sorted(
-        [(name, sha) for name, (sha, _, _) in entries.items()]
+        [(name, sha) for name, sha, _, _ in entries.values()]
         + [(name, hashlib.sha256(t.encode()).hexdigest()) for name, t in texts.items()]
     )
     generation = GENERATION_PREFIX + hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
@@ -312,7 +394,7 @@ def _publish_locked(
             tmp = Path(tempfile.mkdtemp(dir=page_dir, prefix=".new-"))
             try:
                 os.chmod(tmp, PUBLIC_DIR)
-                for name, (sha, path, _) in entries.items():
+                for name, sha, path, _ in entries.values():
                     os.link(_store_file(store, path, sha), tmp / name)
                 for name, text in texts.items():
                     (tmp / name).write_text(text, encoding="utf-8")
@@ -413,7 +495,12 @@ def check_built(wheel: Path, variant: Variant, catalog: Catalog) -> None:
 
 
 def _run_into(
-    cmd: list[str], outdir: Path, what: str, env: dict[str, str] | None = None, pattern: str = "*.whl"
+    cmd: list[str],
+    outdir: Path,
+    what: str,
+    env: dict[str, str] | None = None,
+    pattern: str = "*.whl",
+    umask: int = -1,
 ) -> Path:
     """Run a command that writes one file (``pattern``) into a fresh directory; move it to ``outdir``, world-readable
     (a build frontend may write it 0600; published files are public)."""
@@ -423,7 +510,7 @@ def _run_into(
 
     outdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=outdir, prefix=".work-") as work:
-        result = subprocess.run([*cmd, str(work)], capture_output=True, text=True, env=env)
+        result = subprocess.run([*cmd, str(work)], capture_output=True, text=True, env=env, umask=umask)
         if result.returncode != 0:
             lines = [ln for ln in (result.stdout + "\n" + result.stderr).splitlines() if ln.strip()]
             raise ExternalError(f"{what} failed (exit {result.returncode}): {' | '.join(lines[-3:])}")
@@ -472,6 +559,50 @@ def check_requirements(needs: Sequence[str], what: str) -> None:
             f"{shlex.quote(sys.executable)} -m pip install {' '.join(shlex.quote(m) for m in missing)}"
             " (or all of them: the [ci] extra)"
         )
+
+
+COMPANIONS_DIR = "compat"  # the tree's own small distributions that the project's extras name
+
+
+def companion_sources(source_dir: Path) -> list[Path]:
+    """The source trees of the release's companion distributions: ``compat/*/pyproject.toml`` of the
+    project tree (hvd-selector's: ``hvd-selector-horovod``, the ``[horovod]`` extra). A project
+    adopting the backend has none, and its release carries only its provider beside its wheels."""
+    return sorted(p.parent for p in (Path(source_dir) / COMPANIONS_DIR).glob("*/pyproject.toml"))
+
+
+def companion_requirements(source_dir: Path) -> list[str]:
+    """What building the companions here needs: the build frontend and each one's build requirements
+    (built without isolation, like the variants: no download at release time)."""
+    from selector_backend.files.tomlfile import load_toml
+
+    needs = ["build>=1"] if companion_sources(source_dir) else []
+    for tree in companion_sources(source_dir):
+        needs += [str(r) for r in load_toml(tree / "pyproject.toml").data.get("build-system", {}).get("requires", [])]
+    return list(dict.fromkeys(needs))
+
+
+def build_companions(source_dir: Path, outdir: Path, catalog: Catalog) -> list[Path]:
+    """Every distribution the release carries beside the variant wheels and the sdist: the namespace's
+    variant provider (``provider_dist``) and each ``companion_sources`` tree as a wheel. Without them an
+    index serves ``hvd-selector`` but not ``hvd-selector[horovod]`` (its extra pins the companion)."""
+    from selector_backend.publishing.provider_dist import build_provider_wheel
+
+    made = [build_provider_wheel(outdir / "provider", catalog)]
+    # The same bytes on every run (a re-run publish must find the published name unchanged): the wheel
+    # builder dates every member SOURCE_DATE_EPOCH, 1980-01-01 (the zip epoch) unless the release sets it.
+    env = {**os.environ, "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "315532800")}
+    for tree in companion_sources(source_dir):
+        with tempfile.TemporaryDirectory(prefix="hvd-companion-") as work:
+            copy = Path(work) / tree.name  # setuptools writes build/ and *.egg-info beside its sources
+            shutil.copytree(tree, copy, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+            # The wheel records each file's mode: the build runs with umask 022 on sources of modes 0644/0755.
+            for path in [copy, *copy.rglob("*")]:
+                os.chmod(path, PUBLIC_DIR if path.is_dir() else PUBLIC_FILE)
+            cmd = [sys.executable, "-m", "build", "--wheel", "--no-isolation", str(copy), "--outdir"]
+            what = f"building the {tree.name} companion ({tree})"
+            made.append(_run_into(cmd, outdir / tree.name, what, env, umask=0o022))
+    return made
 
 
 def build_sdist(source_dir: Path, outdir: Path, index_url: str, env: dict[str, str] | None = None) -> Path:

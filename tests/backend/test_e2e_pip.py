@@ -177,3 +177,47 @@ def test_no_compatible_variant_builds_the_exact_variant(variant_index: VariantIn
         env=env,
     )
     assert ".dist-info/variant.json" in record.stdout
+
+
+HOROVOD_PROBE = """
+import json, horovod.torch as hvd, hvd_selector.torch, torch
+hvd.init()
+print(json.dumps({"same": hvd is hvd_selector.torch, "sum": hvd.allreduce(torch.ones(3), op=hvd.Sum).tolist()}))
+hvd.shutdown()
+"""
+
+
+def test_the_horovod_extra_installs_from_the_published_index_alone(variant_index: VariantIndex, tmp_path: Path) -> None:
+    """Issue 39 item 4: the release carries every distribution. Stock pip in a fresh venv installs
+    ``hvd-selector[horovod]`` with the published index as its only index: hvd-selector (the sdist, then
+    the labelled wheel), hvd-selector-horovod and the variant provider all come from it. Third-party
+    dependencies come from the local wheelhouse and torch from the system, as in tests/horovod."""
+    pytest.importorskip("torch")
+    for project in ("hvd-selector-horovod", "hvd-selector-variant-provider"):
+        assert (variant_index.root / "simple" / project / "index.json").is_file(), f"{project} is not published"
+    bindir = make_venv(tmp_path / "venv", system_site_packages=True)
+    run(
+        [
+            *(str(bindir / "python"), "-m", "pip", "install", "--no-cache-dir"),
+            *("--index-url", variant_index.url, "--find-links", str(variant_index.wheelhouse)),
+            "hvd-selector[horovod]",
+        ],
+        env=clean_env(),
+        timeout=1200,
+    )
+    shown = run([str(bindir / "python"), "-m", "pip", "show", "hvd-selector-horovod"], env=clean_env())
+    assert "Version: 0.1.0" in shown.stdout and str(tmp_path) in shown.stdout, "installed into the fresh venv"
+    out = run([str(bindir / "python"), "-c", HOROVOD_PROBE], env=clean_env(), timeout=300)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"same": True, "sum": [1.0, 1.0, 1.0]}
+    helped = run([str(bindir / "horovodrun"), "--help"], env=clean_env())
+    assert "-np" in helped.stdout
+    # The provider installs from the same index (an installer that runs Python providers needs it first).
+    provider = make_venv(tmp_path / "provider-venv")
+    run(
+        [
+            *(str(provider / "python"), "-m", "pip", "install", "--no-cache-dir"),
+            *("--index-url", variant_index.url, "--find-links", str(variant_index.wheelhouse)),
+            "hvd-selector-variant-provider==0.1.0",
+        ],
+        env=clean_env(),
+    )

@@ -241,6 +241,40 @@ def test_cli_publish_only_serves_over_http(tmp_path: Path, catalog: Catalog) -> 
         groups = variant_index.read_index_groups(f"{url}/simple", catalog)
     assert {g.variant for g in groups} == {catalog.parse_variant(CPU), catalog.parse_variant(GPU)}
     assert all(link.startswith(url) for g in groups for _, _, link, _, _ in g.files)
+    # The release's companions, each on its own page (issue 39 item 4)
+    root = json.loads((site / "simple" / "index.json").read_text())
+    assert {p["name"] for p in root["projects"]} == {
+        "hvd-selector",
+        "hvd-selector-horovod",
+        "hvd-selector-variant-provider",
+    }
+    for project in ("hvd-selector-horovod", "hvd-selector-variant-provider"):
+        page = json.loads((site / "simple" / project / "index.json").read_text())
+        (item,) = page["files"]
+        assert item["filename"] == f"{project.replace('-', '_')}-{catalog.version}-py3-none-any.whl"
+        assert publish.sha256_of(site / "simple" / project / item["url"]) == item["hashes"]["sha256"]
+
+
+def test_companions_of_another_version_or_of_the_project_itself_are_refused(tmp_path: Path, catalog: Catalog) -> None:
+    other = write_wheel(tmp_path / "hvd_selector_horovod-9.9.9-py3-none-any.whl", {"x-0.dist-info/METADATA": b""})
+    with pytest.raises(InputError, match=r"version 9\.9\.9 is not the release's"):
+        publish.publish_companions([other], tmp_path / "site", catalog, progress=False)
+    itself = write_wheel(tmp_path / f"hvd_selector-{catalog.version}-py3-none-any.whl", {"x-0.dist-info/METADATA": b""})
+    with pytest.raises(InputError, match="published as variant wheels"):
+        publish.publish_companions([itself], tmp_path / "site", catalog, progress=False)
+    assert not (tmp_path / "site" / "simple").exists(), "nothing written"
+
+
+def test_an_empty_index_url_is_one_line_exit_2(
+    tmp_path: Path, catalog: Catalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CI's publish step with the repository variable VARIANT_INDEX_URL unset."""
+    make_wheel(tmp_path / "wheelhouse" / "wheels-0", catalog.parse_variant(CPU), catalog)
+    argv = ["build-variants", "--publish-only", str(tmp_path / "wheelhouse"), "--index", str(tmp_path / "site")]
+    assert main([*argv, "--index-url", ""]) == 2
+    err = capsys.readouterr().err
+    assert "--index-url is empty" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "site").exists()
 
 
 @functools.lru_cache(maxsize=1)
@@ -518,7 +552,8 @@ def test_the_ci_extra_carries_every_tool_build_variants_checks_for() -> None:
 
     extra = load_toml(ROOT / "pyproject.toml").data["project"]["optional-dependencies"]
     ci = {Requirement(r).name: Requirement(r) for r in extra["ci"]}
-    for text in publish.publishing_requirements(wheels=True, isolated=False, repair=True, sdist=True):
+    needs = publish.publishing_requirements(wheels=True, isolated=False, repair=True, sdist=True)
+    for text in needs + publish.companion_requirements(ROOT):
         wanted = Requirement(text)
         assert wanted.name in ci and ci[wanted.name].specifier == wanted.specifier, text
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from selector_backend.engine.catalog import Catalog
     from selector_backend.publishing.publish import Published
 
 NAME = "build-variants"
@@ -89,8 +90,7 @@ def run(args: argparse.Namespace) -> int:
         if not wheels:
             raise InputError(f"--publish-only {args.publish_only}: no wheels there")
         _check_environment(args, wheels=False)
-        done = publish.publish(wheels, args.index, catalog, sdists=sdists + _index_sdist(args))
-        _report(done, args.index, publish.normalize(catalog.name))
+        _publish_release(args, catalog, wheels, sdists)
         return 0
 
     if args.variant:
@@ -118,8 +118,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"skip {job.name}: {why}", file=sys.stderr)
     if not todo and any(why and why.startswith("already published") for _, why in skipped):
         _check_environment(args, wheels=False)
-        done = publish.publish([], args.index, catalog, sdists=args.sdist + _index_sdist(args))
-        _report(done, args.index, publish.normalize(catalog.name))
+        _publish_release(args, catalog, [], list(args.sdist))
         return 0
     if not todo:
         raise InputError(
@@ -152,9 +151,22 @@ def run(args: argparse.Namespace) -> int:
             publish.check_built(wheel, job.variant, catalog)
             built.append(wheel)
             bar.step(job.name)
-    done = publish.publish(built, args.index, catalog, sdists=args.sdist + _index_sdist(args))
-    _report(done, args.index, publish.normalize(catalog.name))
+    _publish_release(args, catalog, built, list(args.sdist))
     return 0
+
+
+def _publish_release(args: argparse.Namespace, catalog: Catalog, wheels: list[Path], sdists: list[Path]) -> None:
+    """Everything the release carries: the companions (built first: a failing build writes nothing),
+    then the variant wheels and sdists on the project's page, then each companion on its own page."""
+    from selector_backend.publishing import publish
+
+    with tempfile.TemporaryDirectory(prefix="hvd-companions-") as work:  # the index keeps its own copies
+        companions = publish.build_companions(_source(args), Path(work), catalog)
+        done = publish.publish(wheels, args.index, catalog, sdists=sdists + _index_sdist(args))
+        others = publish.publish_companions(companions, args.index, catalog)
+    _report(done, args.index, publish.normalize(catalog.name))
+    for page in others:
+        print(f"  and {page.project_dir.parent.name}/: {', '.join(page.files)}")
 
 
 def _index_sdist(args: argparse.Namespace) -> list[Path]:
@@ -168,16 +180,20 @@ def _index_sdist(args: argparse.Namespace) -> list[Path]:
 
 def _check_environment(args: argparse.Namespace, *, wheels: bool) -> None:
     """The source tree and every tool the run needs, checked before anything runs (a dry run too)."""
+    from selector_backend.errors import InputError
     from selector_backend.publishing import publish
 
     sdist = args.index_url is not None
-    if not wheels and not sdist:
-        return
-    _source(args)
+    if args.index_url is not None and not args.index_url.strip():
+        raise InputError(
+            "--index-url is empty: pass the URL the index will be served at (.../simple); "
+            "in CI, set the repository variable VARIANT_INDEX_URL"
+        )
+    source = _source(args)  # the companions are built from it on every run
     needs = publish.publishing_requirements(
         wheels=wheels, isolated=args.isolated, repair=not args.no_repair, sdist=sdist
     )
-    publish.check_requirements(needs, "build-variants")
+    publish.check_requirements([*needs, *publish.companion_requirements(source)], "build-variants")
 
 
 def _source(args: argparse.Namespace) -> Path:
