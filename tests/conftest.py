@@ -35,6 +35,9 @@ def _gpu_requested(config: pytest.Config) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a real NVIDIA GPU (run with --run-gpu)")
+    # registered here, beside the hook that uses them, so they hold without pytest-xdist (-p no:xdist) too
+    config.addinivalue_line("markers", "xdist_group(name): tests of one group run on one xdist worker, in order")
+    config.addinivalue_line("markers", "spread: this module's tests may run on several xdist workers at once")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
