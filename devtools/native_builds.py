@@ -3,20 +3,21 @@
 Builds live under build/test-variants/<name>-<hash>/ keyed by a hash of
 everything that goes into the compiled core (CMakeLists.txt, native/, the
 catalog and the selector modules CMake calls), so a second test session
-reuses them. The Python files of hvd_selector are copied fresh every session
-(they are not compiled). Workers get PYTHONPATH=<stage>:<repo>.
+reuses them (devtools.build_cache: one build under a file lock, also across
+pytest-xdist workers). The Python files of hvd_selector are refreshed every
+session (they are not compiled; a file is replaced atomically, only if it changed).
+Workers get PYTHONPATH=<stage>:<repo>.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from devtools.build_cache import build_once, files_hash, refresh_file
 
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS_DIR = REPO / "build" / "test-variants"
@@ -37,7 +38,7 @@ class Build:
         return env
 
 
-def _variant_config(defines: dict[str, str]) -> bytes:
+def _variant_config(defines: dict[str, str]) -> str:
     """The build description cmake-config writes for these defines (flags,
     variant.json ...): the selector's part of the build, hashed by its output so
     unrelated edits in selector_backend/ do not trigger rebuilds."""
@@ -48,12 +49,10 @@ def _variant_config(defines: dict[str, str]) -> bytes:
         capture_output=True,
         text=True,
     )
-    return (proc.stdout + proc.stderr).encode()
+    return proc.stdout + proc.stderr
 
 
 def source_hash(defines: dict[str, str]) -> str:
-    h = hashlib.sha256()
-    h.update(_variant_config(defines))
     files = [REPO / p for p in HASHED]
     with_plugin = defines.get("HVD_TENSOR_OPS") == "nccl"  # only nccl builds compile native/nccl/
     files += sorted(
@@ -61,48 +60,30 @@ def source_hash(defines: dict[str, str]) -> str:
         for p in (REPO / "native").rglob("*")
         if p.is_file() and (with_plugin or "nccl" not in p.relative_to(REPO / "native").parts)
     )
-    for path in files:
-        h.update(str(path.relative_to(REPO)).encode())
-        h.update(path.read_bytes() if path.exists() else b"<missing>")
-    for key in sorted(defines):
-        h.update(f"{key}={defines[key]}".encode())
-    return h.hexdigest()[:12]
+    return files_hash(files, _variant_config(defines), *(f"{key}={defines[key]}" for key in sorted(defines)))
+
+
+def _cmake_build(root: Path, defines: dict[str, str]) -> None:
+    """Configure, build and install one variant into ``root``/stage."""
+    args = ["cmake", "-S", str(REPO), "-B", str(root / "build"), "-G", "Ninja", f"-DPython_EXECUTABLE={sys.executable}"]
+    for cmd in (
+        args + [f"-D{k}={v}" for k, v in defines.items()],
+        ["cmake", "--build", str(root / "build")],
+        ["cmake", "--install", str(root / "build"), "--prefix", str(root / "stage")],
+    ):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(
+                f"building {root.name} failed: {' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
 
 
 def build_variant(name: str, defines: dict[str, str]) -> Build:
     """Configure, build and install one variant (or reuse it), then refresh the Python files."""
-    VARIANTS_DIR.mkdir(parents=True, exist_ok=True)
-    root = VARIANTS_DIR / f"{name}-{source_hash(defines)}"
+    root = build_once(VARIANTS_DIR / f"{name}-{source_hash(defines)}", lambda root: _cmake_build(root, defines))
     stage = root / "stage"
-    with open(VARIANTS_DIR / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (root / "done").exists():
-            shutil.rmtree(root, ignore_errors=True)
-            args = [
-                "cmake",
-                "-S",
-                str(REPO),
-                "-B",
-                str(root / "build"),
-                "-G",
-                "Ninja",
-                f"-DPython_EXECUTABLE={sys.executable}",
-            ] + [f"-D{k}={v}" for k, v in defines.items()]
-            for cmd in (
-                args,
-                ["cmake", "--build", str(root / "build")],
-                ["cmake", "--install", str(root / "build"), "--prefix", str(stage)],
-            ):
-                proc = subprocess.run(cmd, capture_output=True, text=True)
-                if proc.returncode:
-                    raise RuntimeError(
-                        f"building {name} failed: {' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-                    )
-            (root / "done").write_text("ok\n")
-        for py in (REPO / "hvd_selector").rglob("*.py"):
-            target = stage / "hvd_selector" / py.relative_to(REPO / "hvd_selector")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(py, target)
+    for py in (REPO / "hvd_selector").rglob("*.py"):
+        refresh_file(py, stage / "hvd_selector" / py.relative_to(REPO / "hvd_selector"))
     return Build(name, stage)
 
 

@@ -1,8 +1,15 @@
-"""Suite-wide test options: GPU tests run only when asked for.
+"""Suite-wide test options: GPU tests run only when asked for; modules stay on one xdist worker.
 
 Tests marked ``gpu`` need a real NVIDIA GPU; they are skipped unless pytest
 gets ``--run-gpu`` or the environment has ``HVD_SELECTOR_RUN_GPU=1``, so the
 suite passes on CPU-only machines and CI without pretending to have tested a GPU.
+
+The suite runs on pytest-xdist workers (``-n auto --dist loadgroup`` in
+pyproject.toml). Every test without its own ``xdist_group`` mark is put in its
+module's group, so one worker runs a module's tests in order, once per module
+fixture; a module marked ``spread`` lets its tests go to any worker (their
+shared session fixtures must be safe in several processes: devtools.build_cache).
+See docs/reference/testing.md.
 """
 
 from __future__ import annotations
@@ -28,12 +35,17 @@ def _gpu_requested(config: pytest.Config) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a real NVIDIA GPU (run with --run-gpu)")
+    # registered here, beside the hook that uses them, so they hold without pytest-xdist (-p no:xdist) too
+    config.addinivalue_line("markers", "xdist_group(name): tests of one group run on one xdist worker, in order")
+    config.addinivalue_line("markers", "spread: this module's tests may run on several xdist workers at once")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _gpu_requested(config):
-        return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU: run with --run-gpu or HVD_SELECTOR_RUN_GPU=1")
+    run_gpu = _gpu_requested(config)
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu" in item.keywords and not run_gpu:
             item.add_marker(skip)
+        if item.get_closest_marker("xdist_group") is None and item.get_closest_marker("spread") is None:
+            # runs before xdist's own hook (trylast), which reads the group under --dist loadgroup
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))

@@ -11,11 +11,23 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from devtools.build_cache import BUILD_DIR, build_once, files_hash, source_files
 from devtools.loopback_http import FlakyServer
 from devtools.venvs import user_env
 
 REPO = Path(__file__).resolve().parents[2]
 E2E_TARGETS = ("x86_64", "x86_64_v3", "x86_64_v4")
+# What goes into a wheel of hvd-selector: a change to any of these files builds the wheels again.
+WHEEL_SOURCES = (
+    "pyproject.toml",
+    "CMakeLists.txt",
+    "README.md",
+    "LICENSE",
+    "native",
+    "hvd_selector",
+    "selector_backend",
+    "variants",
+)
 RUNTIME_DEPS = ("numpy", "archspec", "packaging", "nvidia-ml-py")
 BUILD_DEPS = ("packaging", "archspec", "scikit-build-core", "nanobind", "cmake", "ninja", "pathspec")
 
@@ -68,33 +80,40 @@ class VariantIndex:
         return f"/{folder.relative_to(self.root).as_posix()}/{name}"
 
 
-def build_and_publish(root: Path, wheelhouse: Path, targets: tuple[str, ...], sdist: Path) -> dict[str, Path]:
-    """``hvd-selector build-variants`` (the release builder: backend + auditwheel) into ``root``."""
+def built_wheels(targets: tuple[str, ...]) -> dict[str, Path]:
+    """The auditwheel-repaired gloo wheels ``hvd-selector build-variants`` builds for ``targets``,
+    built at most once per state of the wheel's sources (build/test-wheels/, devtools.build_cache):
+    the sessions and pytest-xdist workers after the first reuse them."""
+    key = files_hash(source_files(*WHEEL_SOURCES), sys.version, *targets)
+    folder = build_once(BUILD_DIR / "test-wheels" / f"gloo-{key}", lambda folder: _build_variants(folder, targets))
     from selector_backend.engine.catalog import load_catalog
     from selector_backend.publishing.publish import inspect_wheel
 
-    cmd = [
-        sys.executable,
-        "-m",
-        "selector_backend",
-        "build-variants",
-        "--index",
-        str(root),
-        "--wheelhouse",
-        str(wheelhouse),
-        "--sdist",
-        str(sdist),
-    ]
-    for target in targets:
-        cmd += ["--variant", f"target={target} tensor_ops=gloo controllers=gloo"]
-    run(cmd, env=clean_env(), cwd=REPO, timeout=1800)
     catalog = load_catalog()
     wheels = {}
-    for path in wheelhouse.glob("*/*.whl"):
+    for path in (folder / "wheelhouse").glob("*/*.whl"):
         if path.parent.name != "raw":
             wheels[str(inspect_wheel(path, catalog).variant["target"])] = path
     assert set(targets) <= set(wheels), f"build-variants left {sorted(wheels)} for {targets}"
     return wheels
+
+
+def _build_variants(folder: Path, targets: tuple[str, ...]) -> None:
+    """``hvd-selector build-variants`` (the release builder: backend + auditwheel) into ``folder``."""
+    cmd = [sys.executable, "-m", "selector_backend", "build-variants", "--index", str(folder / "index")]
+    cmd += ["--wheelhouse", str(folder / "wheelhouse")]
+    for target in targets:
+        cmd += ["--variant", f"target={target} tensor_ops=gloo controllers=gloo"]
+    run(cmd, env=clean_env(), cwd=REPO, timeout=1800)
+
+
+def publish_index(dest: Path, wheels: list[Path], sdist: Path) -> Path:
+    """A variant index at ``dest`` holding ``wheels`` and the sdist, published as releases are."""
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.publishing.publish import publish
+
+    publish(wheels, dest, load_catalog(), sdists=[sdist], progress=False)
+    return dest
 
 
 def pip_install(
@@ -132,10 +151,6 @@ def build_info(bindir: Path, env: dict[str, str] | None = None) -> dict[str, obj
 
 def copy_index(index: VariantIndex, dest: Path, keep: tuple[str, ...]) -> Path:
     """A second index holding only the wheels for ``keep`` targets (plus the same sdist)."""
-    from selector_backend.engine.catalog import load_catalog
-    from selector_backend.publishing.publish import publish
-
     if dest.exists():
         shutil.rmtree(dest)
-    publish([index.wheels[t] for t in keep], dest, load_catalog(), sdists=[index.sdist], progress=False)
-    return dest
+    return publish_index(dest, [index.wheels[t] for t in keep], index.sdist)

@@ -1,9 +1,11 @@
 """End-to-end fixtures: real variant wheels, a published variant index on a real loopback HTTP
 server, an sdist that embeds the index URL, and local wheels for fresh virtual environments.
 
-The three gloo wheels (x86_64, x86_64_v3, x86_64_v4) are built once per session
-through the project's own backend (``-C variant=...``) and published with
-``selector_backend.publishing.publish`` — the same path release engineers use.
+The three gloo wheels (x86_64, x86_64_v3, x86_64_v4) are built through the project's
+own release builder (``hvd-selector build-variants``: backend + auditwheel) once per
+state of their sources, and kept under build/test-wheels/ for the next session and the
+other pytest-xdist workers; each session publishes them with its own sdist (its URL
+differs) through ``selector_backend.publishing.publish``, as release engineers do.
 """
 
 from __future__ import annotations
@@ -17,7 +19,16 @@ from devtools.loopback_http import serve
 from devtools.venvs import download_wheels
 from selector_backend.publishing.publish import build_sdist
 
-from .backend_helpers import BUILD_DEPS, E2E_TARGETS, REPO, RUNTIME_DEPS, VariantIndex, build_and_publish, clean_env
+from .backend_helpers import (
+    BUILD_DEPS,
+    E2E_TARGETS,
+    REPO,
+    RUNTIME_DEPS,
+    VariantIndex,
+    built_wheels,
+    clean_env,
+    publish_index,
+)
 
 
 @pytest.fixture(scope="session")
@@ -34,5 +45,6 @@ def variant_index(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path) ->
     root.mkdir()
     with serve(root) as server:
         sdist = build_sdist(REPO, base / "sdist", f"{server.url}/simple", env=clean_env())
-        wheels = build_and_publish(root, base / "built", E2E_TARGETS, sdist)
+        wheels = built_wheels(E2E_TARGETS)
+        publish_index(root, list(wheels.values()), sdist)
         yield VariantIndex(root, server, wheels, sdist, wheelhouse)

@@ -1,6 +1,7 @@
 """``pip install hvd-selector`` end to end: stock pip and uv, fresh venvs, a real loopback index.
 
-Marked slow: the session fixture builds three real variant wheels.
+Marked slow: the session fixture builds three real variant wheels (once per source state,
+build/test-wheels/); marked spread: its tests may run on both xdist workers at once.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from devtools.venvs import make_venv
 
 from .backend_helpers import VariantIndex, build_info, clean_env, copy_index, pip_install, run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spread]  # independent tests: any xdist worker (testing.md)
 
 ALLREDUCE = """
 import numpy as np, hvd_selector as hvd
