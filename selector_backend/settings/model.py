@@ -119,6 +119,10 @@ OTHER_ENV: dict[str, str] = {
     "default 1048576)",
     ENV_PREFIX + "OBJECT_PICKLE": "hvd_selector.torch: 1 on every rank lets broadcast_object/allgather_object use "
     "full pickle (default: torch.load with weights_only=True)",
+    ENV_PREFIX + "ELASTIC": "set by hvd-selector run --host-discovery-script: the elastic control store's host:port",
+    ENV_PREFIX + "WORKER": "set by hvd-selector run --host-discovery-script: this worker's name in the control store",
+    ENV_PREFIX + "FIRST_GENERATION": "set by hvd-selector run --host-discovery-script: the generation a worker was "
+    "started for",
     ENV_PREFIX + "HOST_ID": "runtime: ranks with the same value count as one host "
     "(default: host name + boot id + pid namespace)",
     ENV_PREFIX + "NCCL_PREMULSUM": "runtime (NCCL builds): 0 scales a prescale in a separate pass instead of "

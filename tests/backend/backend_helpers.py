@@ -108,11 +108,17 @@ def _build_variants(folder: Path, targets: tuple[str, ...]) -> None:
 
 
 def publish_index(dest: Path, wheels: list[Path], sdist: Path) -> Path:
-    """A variant index at ``dest`` holding ``wheels`` and the sdist, published as releases are."""
-    from selector_backend.engine.catalog import load_catalog
-    from selector_backend.publishing.publish import publish
+    """A variant index at ``dest`` holding ``wheels``, the sdist and the release's companions
+    (``hvd-selector-horovod``, the variant provider), published as releases are."""
+    import tempfile
 
-    publish(wheels, dest, load_catalog(), sdists=[sdist], progress=False)
+    from selector_backend.engine.catalog import load_catalog
+    from selector_backend.publishing.publish import build_companions, publish, publish_companions
+
+    catalog = load_catalog()
+    publish(wheels, dest, catalog, sdists=[sdist], progress=False)
+    with tempfile.TemporaryDirectory(prefix="hvd-companions-") as work:
+        publish_companions(build_companions(REPO, Path(work), catalog), dest, catalog, progress=False)
     return dest
 
 

@@ -23,7 +23,7 @@ from selector_backend.publishing.publish import build_sdist, publish
 from tests.ci.test_publish import publish_matrix
 
 from .backend_helpers import BUILD_DEPS, REPO, RUNTIME_DEPS, clean_env
-from .test_pip_visibility import GTX1080, on_terminal
+from .test_pip_visibility import GTX1080, on_terminal, unwrapped
 
 UV = shutil.which("uv")
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is not installed")
@@ -71,6 +71,7 @@ def gtx1080_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def assert_stopped(rc: int, shown: str) -> None:
+    shown = unwrapped(shown)
     assert rc != 0, shown
     assert "WARNING: this host has 1 NVIDIA GPU(s) [1x NVIDIA GeForce GTX 1080 (6.1)" in shown, shown
     assert STOP in shown and "-C selector=cpu (or HVD_SELECTOR=cpu)" in shown and "Traceback" not in shown, shown
@@ -95,6 +96,7 @@ def test_uv_variants_preview_without_a_binary_stops_on_a_terminal(index: str, tm
     # the way out the line names: the backend picks the CPU prebuilt (this index's small wheels stop short of
     # an install: they carry no import-guard record; tests/backend/test_e2e_pip.py installs real ones)
     _, shown, _ = on_terminal(argv, gtx1080_env(tmp_path, HVD_SELECTOR="cpu"))
+    shown = unwrapped(shown)
     assert STOP not in shown and "selected prebuilt target=x86_64" in shown and "cuda=none" in shown, shown
 
 
