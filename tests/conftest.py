@@ -40,6 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "spread: this module's tests may run on several xdist workers at once")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook (pytest-xdist 3.8 gives it no order), which reads the group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU: run with --run-gpu or HVD_SELECTOR_RUN_GPU=1")
     run_gpu = _gpu_requested(config)
@@ -47,5 +48,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "gpu" in item.keywords and not run_gpu:
             item.add_marker(skip)
         if item.get_closest_marker("xdist_group") is None and item.get_closest_marker("spread") is None:
-            # runs before xdist's own hook (trylast), which reads the group under --dist loadgroup
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
