@@ -19,18 +19,7 @@ from selector_backend.engine.catalog import load_catalog
 from selector_backend.errors import InputError
 from selector_backend.install.import_guard import HOOK, MODULE, guard_members, hooked
 
-CATALOG = """\
-[package]
-name = "fastlib"
-version = "1.2.0"
-
-[axes.target]
-values = ["x86_64", "x86_64_v2", "x86_64_v3"]
-
-[[prebuilt]]
-name = "cpu"
-target = ["x86_64", "x86_64_v2", "x86_64_v3"]
-"""
+from .adopter import CATALOG  # python-xxhash's catalog, as the adopter writes it
 
 
 def cpuinfo(tmp_path: Path, uarch: str) -> Path:
@@ -45,13 +34,13 @@ def guard_of(tmp_path: Path, target: str) -> dict[str, str]:
     (tmp_path / "variants.toml").write_text(CATALOG)
     catalog = load_catalog(tmp_path / "variants.toml")
     variant = catalog.parse_variant({"target": target})
-    members = guard_members("fastlib", '"""Fast."""\nfrom ._native import hash\n', variant, catalog)
+    members = guard_members("xxhash", '"""Fast."""\nfrom ._native import hash\n', variant, catalog)
     return {name: data.decode() for name, data in members.items()}
 
 
 def run_guard(source: str, cpu: Path) -> None:
-    """The guard's module body, with its check pointed at ``cpu`` (as ``import fastlib`` runs it)."""
-    namespace: dict[str, object] = {"__name__": f"fastlib.{MODULE}"}
+    """The guard's module body, with its check pointed at ``cpu`` (as ``import xxhash`` runs it)."""
+    namespace: dict[str, object] = {"__name__": f"xxhash.{MODULE}"}
     exec(compile(source.replace("\ncheck()\n", "\n"), MODULE, "exec"), namespace)
     namespace["check"](str(cpu))  # type: ignore[operator]
 
@@ -59,31 +48,31 @@ def run_guard(source: str, cpu: Path) -> None:
 def test_a_v3_build_on_a_cpu_without_avx2_fails_its_import_in_one_line(tmp_path: Path) -> None:
     members = guard_of(tmp_path, "x86_64_v3")
     with pytest.raises(ImportError) as caught:
-        run_guard(members[f"fastlib/{MODULE}.py"], cpuinfo(tmp_path, "nehalem"))
+        run_guard(members[f"xxhash/{MODULE}.py"], cpuinfo(tmp_path, "nehalem"))
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith("fastlib: this build targets x86_64_v3 but this CPU lacks abm avx avx2 ")
-    command = f"{sys.executable} -m pip install --force-reinstall --no-deps --no-cache-dir fastlib==1.2.0"
+    assert message.startswith("xxhash: this build targets x86_64_v3 but this CPU lacks abm avx avx2 ")
+    command = f"{sys.executable} -m pip install --force-reinstall --no-deps --no-cache-dir xxhash==3.5.0"
     assert message.endswith(f"reinstall the build for this machine: {command}"), message
 
 
 def test_a_cpu_that_has_the_features_imports_and_so_does_an_unreadable_one(tmp_path: Path) -> None:
-    source = guard_of(tmp_path, "x86_64_v3")[f"fastlib/{MODULE}.py"]
+    source = guard_of(tmp_path, "x86_64_v3")[f"xxhash/{MODULE}.py"]
     run_guard(source, cpuinfo(tmp_path, "haswell"))  # pni counts as sse3
     run_guard(source, tmp_path / "absent")  # not Linux: the guard cannot tell and does not block
-    run_guard(guard_of(tmp_path, "x86_64_v2")[f"fastlib/{MODULE}.py"], cpuinfo(tmp_path, "nehalem"))
+    run_guard(guard_of(tmp_path, "x86_64_v2")[f"xxhash/{MODULE}.py"], cpuinfo(tmp_path, "nehalem"))
 
 
 def test_the_guard_is_stdlib_only_and_hooked_after_the_docstring(tmp_path: Path) -> None:
     members = guard_of(tmp_path, "x86_64")
     imported = {
         alias.name
-        for node in ast.walk(ast.parse(members[f"fastlib/{MODULE}.py"]))
+        for node in ast.walk(ast.parse(members[f"xxhash/{MODULE}.py"]))
         if isinstance(node, ast.Import)
         for alias in node.names
     }
     assert imported == {"sys", "shlex"}
-    assert members["fastlib/__init__.py"] == f'"""Fast."""\n{HOOK}from ._native import hash\n'
+    assert members["xxhash/__init__.py"] == f'"""Fast."""\n{HOOK}from ._native import hash\n'
 
 
 def test_future_imports_stay_first_and_hooking_twice_adds_one_line() -> None:
