@@ -111,6 +111,14 @@ def constraint_directives(catalog: Catalog) -> list[Directive]:
     return out
 
 
+def constraint_lines(catalog: Catalog) -> list[str]:
+    """The catalog's constraints as the class body's directive lines (hvd-selector's package and any project's)."""
+    lines: list[str] = []
+    for d in constraint_directives(catalog):
+        lines += _fmt(_Call(d.kind, (("", d.spec), ("when", d.when), ("msg", d.msg))), 4)
+    return lines
+
+
 def line_directives(catalog: Catalog, known_archs: tuple[str, ...]) -> list[Directive]:
     """The archs each CUDA line cannot build, among those a Spack's CudaPackage knows.
 
@@ -407,8 +415,7 @@ def render_package(catalog: Catalog, sdists: Mapping[str, str] | None = None) ->
         f'    depends_on("{cuda_dependency(catalog)}", when="+cuda")',
         "",
     ]
-    for d in constraint_directives(catalog):
-        lines += _fmt(_Call(d.kind, (("", d.spec), ("when", d.when), ("msg", d.msg))), 4)
+    lines += constraint_lines(catalog)
     lines += [
         "",
         "    def hvd_variant(self):",

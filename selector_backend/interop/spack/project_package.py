@@ -22,7 +22,7 @@ from selector_backend.interop.spack.package_py import (
     _fmt,
     _value_text,
     class_name,
-    constraint_directives,
+    constraint_lines,
     targets_most_specific_first,
 )
 from selector_backend.vendored import import_module
@@ -130,11 +130,9 @@ def render_project_package(catalog: Catalog, project: ProjectConfig, sdists: Map
     ]
     for requirement in project.build_requires:  # the project's own backend builds in Spack's build environment
         lines += _fmt(_Call("depends_on", (("", spack_dependency(requirement)), ("type", "build"))), 4)
-    directives = constraint_directives(catalog)
-    if directives:
-        lines.append("")
-    for d in directives:
-        lines += _fmt(_Call(d.kind, (("", d.spec), ("when", d.when), ("msg", d.msg))), 4)
+    constraints = constraint_lines(catalog)
+    if constraints:
+        lines += ["", *constraints]
     lines += [
         "",
         "    def setup_build_environment(self, env):",
