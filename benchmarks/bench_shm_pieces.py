@@ -1,71 +1,84 @@
-"""4 MiB allgather at 2 ranks over shared memory, per HVD_SELECTOR_SHM_SLOT: the cost of the pieces.
+"""The shared-memory rule's crossover: each collective over slots and over direct reads, per size.
 
-The shared-memory allgather moves its output in slot-sized pieces, one all-rank
-meeting each; this times ``hvd.allgather`` (a fresh output), the same into a kept
-output (``_core.allgather_prepare`` + ``_core.allgather``) and the agreement round
-alone, for each slot size given, in one invocation. Not a test; hvd-selector only
-(bench_scale has the peers).
+On one host hvd-selector moves a collective either in slot-sized pieces through
+the shared segment (one meeting of all local ranks per piece, two copies per
+byte) or by direct reads of the peers' memory (process_vm_readv: one copy, two
+or three meetings whatever the size); the rule in native/src/shm_backend.cpp
+(``Route``) switches at one output size. This runs bench_scale's hvd-selector
+worker with ``HVD_SELECTOR_SHM_DIRECT=0`` (slots only) and ``=all`` (direct at
+every size) in alternating jobs, ``--rounds`` times, and prints each point's
+median and the ratio direct / slots (< 1: direct reads pay). hvd-selector only
+(bench_scale has the peers); not a test.
 
-    python -m benchmarks.bench_shm_pieces [--slots 262144,1048576,4194304] [--calls 100]
+    python -m benchmarks.bench_shm_pieces [--ranks 2,4,8] [--sizes 64K,128K,256K,512K,1M]
+        [--rounds 3] [--iters 50] [--slot BYTES]
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
+import os
+import statistics
 import sys
-import time
-from pathlib import Path
+from dataclasses import dataclass
 
-from benchmarks.bench_allreduce import RESULTS, _builder
+from benchmarks import bench_scale
+from benchmarks.bench_allreduce import _builder
+
+ROUTES = {"slots": "0", "direct": "all"}
 
 
-def worker(calls: int) -> None:
-    import numpy as np
+@dataclass(frozen=True)
+class RoutedBuild:
+    """The gloo build with HVD_SELECTOR_SHM_DIRECT (and the slot size) set for every rank."""
 
-    import hvd_selector as hvd
-    from hvd_selector._api import _core
+    build: object
+    direct: str
+    slot: str
 
-    hvd.init()
-    part = np.ones((4 << 20) // 4 // hvd.size(), dtype=np.float32)
-    kept = np.empty(part.size * hvd.size(), dtype=np.float32)
-
-    def into_kept() -> None:
-        _core.allgather(part, kept, _core.allgather_prepare(part))
-
-    ways = {
-        "hvd.allgather": lambda: hvd.allgather(part),
-        "into a kept output": into_kept,
-        "agreement only": lambda: _core.allgather_prepare(part),
-    }
-    for name, fn in ways.items():
-        for _ in range(3):
-            fn()
-        hvd.barrier()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        seconds = float(hvd.allreduce(np.array([(time.perf_counter() - start) / calls]), op=hvd.Max)[0])
-        if hvd.rank() == 0:
-            print(f"  {name}: {seconds * 1e3:.3f} ms", flush=True)
-    hvd.shutdown()
+    def env(self, **extra: str) -> dict[str, str]:
+        slot = {"HVD_SELECTOR_SHM_SLOT": self.slot} if self.slot else {}
+        return self.build.env(HVD_SELECTOR_SHM_DIRECT=self.direct, **slot, **extra)  # type: ignore[attr-defined]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--slots", default="262144,1048576,4194304")
-    parser.add_argument("--calls", type=int, default=100)
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--ranks", default="2,4,8")
+    parser.add_argument("--sizes", default="64K,128K,256K,512K,1M")
+    parser.add_argument("--collectives", default=",".join(bench_scale.COLLECTIVES))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--iters", type=int, default=50)
+    parser.add_argument("--slot", default="", help="HVD_SELECTOR_SHM_SLOT for both routes (default: the default)")
     args = parser.parse_args(argv)
-    if args.worker:
-        worker(args.calls)
-        return 0
+    job = argparse.Namespace(
+        size_list=[bench_scale.parse_size(s) for s in args.sizes.split(",")],
+        collective_list=args.collectives.split(","),
+        iters=args.iters,
+        hosts=1,
+        job_timeout=600,
+    )
     build = _builder().build_variant("gloo-x86_64_v3", _builder().GLOO)
-    for slot in args.slots.split(","):
-        print(f"HVD_SELECTOR_SHM_SLOT={slot}", flush=True)
-        cmd = _builder().run_argv(2, Path(__file__), "--worker", "--calls", str(args.calls))
-        env = build.env(OMP_NUM_THREADS="1", HVD_SELECTOR_SHM_SLOT=slot)
-        subprocess.run(cmd, env=env, cwd=RESULTS, check=True, timeout=600)
+    seconds: dict[tuple[str, int, str, int], list[float]] = {}
+    for round_ in range(args.rounds):
+        for ranks in [int(r) for r in args.ranks.split(",")]:
+            routes = list(ROUTES) if round_ % 2 == 0 else list(reversed(ROUTES))
+            for route in routes:
+                data = bench_scale._job("hvd", "shm", ranks, job, RoutedBuild(build, ROUTES[route], args.slot))
+                for row in (data or {}).get("rows", []):
+                    seconds.setdefault((route, ranks, row["collective"], row["bytes"]), []).append(row["seconds"])
+            print(f"round {round_ + 1}/{args.rounds}, {ranks} ranks done, load {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"{'ranks':>5} {'collective':10} {'size':>8} {'slots ms':>9} {'direct ms':>9} {'direct/slots':>12}")
+    for ranks in [int(r) for r in args.ranks.split(",")]:
+        for collective in job.collective_list:
+            for nbytes in job.size_list:
+                median = {
+                    route: statistics.median(seconds.get((route, ranks, collective, nbytes), [float("nan")]))
+                    for route in ROUTES
+                }
+                print(
+                    f"{ranks:5d} {collective:10} {bench_scale.size_label(nbytes):>8} {median['slots'] * 1e3:9.3f} "
+                    f"{median['direct'] * 1e3:9.3f} {median['direct'] / median['slots']:12.2f}"
+                )
     return 0
 
 

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,21 +39,47 @@
 namespace hvd {
 namespace {
 
-constexpr uint64_t kMagic = 0x68766473686d3032ull;  // "hvdshm02"
+constexpr uint64_t kMagic = 0x68766473686d3033ull;  // "hvdshm03"
+constexpr uint64_t kProbe =
+    0x70726f6265636d61ull;  // what a peer reads at init to learn that direct reads work
 constexpr size_t kLine = 64;
 constexpr size_t kSmall = size_t{64} << 10;  // allreduce payloads that ride in the agreement round
 constexpr size_t kAlign = 64;                // allreduce shares start on a cache line
 constexpr size_t kBlock = size_t{16} << 10;  // bytes reduced then copied out at a time (a multiple of kAlign)
-constexpr int kSpin = 64;                    // pause instructions before polling with sched_yield
+constexpr size_t kDirectPieces = 4;          // the rule's crossover, in slot-sized pieces: see Route below
+constexpr size_t kDirectCache = size_t{256} << 10;     // the peers' blocks a direct allreduce reduces at once
+constexpr int kSpin = 64;                              // pause instructions before polling with sched_yield
 constexpr std::chrono::milliseconds kYield{2};         // polling with sched_yield before sleeping on a futex
 constexpr std::chrono::microseconds kPinnedSpin{200};  // spinning first when bound to one CPU
 
-// One cache line per local rank: its phase counter, sleepers on it, its pid.
+// One cache line per local rank: its phase counter, sleepers on it, its pid,
+// and where its input and output of the current direct collective are.
 struct alignas(kLine) RankLine {
   std::atomic<uint32_t> phase;
   std::atomic<int32_t> waiters;
   int32_t pid;
+  uint64_t in;
+  uint64_t out;
 };
+
+// How a collective moves its data between the ranks of one host (the rule,
+// in one place; docs/reference/transport.md, "Slots and direct reads").
+//  * kSlots: in slot-sized pieces through the shared segment, one meeting of
+//    all local ranks per piece (an allreduce two); the writer copies into
+//    its slot, the readers copy out: two copies per byte, an allreduce three.
+//  * kDirect: every rank publishes the addresses of its input and output
+//    and the readers copy straight from the peer's memory into their output
+//    with process_vm_readv (cross-memory attach: one copy per byte, by the
+//    kernel); two meetings whatever the size (an allreduce three:
+//    reduce-scatter, allgather, done).
+// kDirect when the collective's whole output (the allreduce or broadcast
+// buffer, the allgather's concatenation) is at least kDirectPieces slots
+// (4 MiB with the default 1 MiB slot) and every local rank could read its
+// peers at init. The meetings decide on a busy host (each can cost a time
+// slice) and copies on an idle one: below four pieces the slots' fewer
+// meetings won at 2 and 4 ranks, from four on direct reads did (measured by
+// benchmarks/bench_shm_pieces.py; figures in docs/reference/performance.md).
+enum class Route { kSlots, kDirect };
 
 struct alignas(kLine) Header {
   uint64_t magic;
@@ -93,6 +120,18 @@ std::string host_identity() {
   gethostname(name, sizeof(name) - 1);
   return std::string(name) + "/" + read_first_line("/proc/sys/kernel/random/boot_id") + "/" +
          read_link("/proc/self/ns/pid");
+}
+
+// HVD_SELECTOR_SHM_DIRECT: 0 keeps every collective on the slots, 1 (the
+// default) follows the rule (see Route), `all` reads directly at every size
+// (to measure the crossover, and for tests). The local ranks agree at init
+// on the lowest of theirs.
+int direct_setting() {
+  std::string v = env("HVD_SELECTOR_SHM_DIRECT");
+  if (v.empty() || v == "1") return 1;
+  if (v == "0") return 0;
+  if (v == "all") return 2;
+  throw Error(HVD_ERR_INVALID, "HVD_SELECTOR_SHM_DIRECT=" + v + " must be 0, 1 or all");
 }
 
 bool shm_enabled() {
@@ -138,11 +177,15 @@ struct Announce {
   int32_t pid;
   int32_t fd;  // the leader's memfd, opened by the others as /proc/<pid>/fd/<fd>
   int32_t ok;
+  int32_t direct;  // its HVD_SELECTOR_SHM_DIRECT, 0 if it could not read every local peer's probe
+  uint64_t probe;  // the address of this rank's probe word (kProbe)
 };
 
 class ShmBackend : public Backend {
  public:
-  ShmBackend(std::unique_ptr<Backend> inner, size_t slot_bytes, double timeout_s) : inner_(std::move(inner)) {
+  ShmBackend(std::unique_ptr<Backend> inner, const ShmSettings& settings, double timeout_s)
+      : inner_(std::move(inner)) {
+    const size_t slot_bytes = settings.slot_bytes;
     timeout_ = std::chrono::duration<double>(timeout_s);
     const int size = inner_->size(), rank = inner_->rank();
     Announce mine{};
@@ -150,6 +193,7 @@ class ShmBackend : public Backend {
     std::strncpy(mine.host, host.c_str(), sizeof(mine.host) - 1);
     mine.pid = static_cast<int32_t>(getpid());
     mine.fd = -1;
+    mine.probe = reinterpret_cast<uint64_t>(&probe_);
     std::vector<Announce> all(size);
     inner_->allgather(&mine, all.data(), sizeof(Announce));
     // Hosts in the order of their lowest rank; ranks within a host in rank order.
@@ -205,7 +249,10 @@ class ShmBackend : public Backend {
         }
       }
       // Everyone of the host has mapped it (or failed): the descriptor goes.
+      // Each rank also tries a direct read of every local peer's probe word
+      // (the peers are inside this allgather, so their probes exist).
       mine.ok = error.empty() ? 1 : 0;
+      mine.direct = settings.direct != 0 && can_read_peers(local, all) ? settings.direct : 0;
       inner_->allgather(&mine, all.data(), sizeof(Announce));
     } catch (...) {
       if (fd >= 0) close(fd);
@@ -223,6 +270,9 @@ class ShmBackend : public Backend {
     lines_ = reinterpret_cast<RankLine*>(base_ + sizeof(Header));
     lines_[local_index_].pid = mine.pid;
     for (int i = 0; i < local_size_; ++i) pids_.push_back(all[local[i]].pid);
+    int direct = 2;
+    for (int r : local) direct = std::min(direct, static_cast<int>(all[r].direct));
+    direct_from_ = direct == 2 ? 0 : direct == 1 ? kDirectPieces * slot_bytes_ : SIZE_MAX;
     if (local_index_ == 0) {
       header()->slot_bytes = slot_bytes_;
       header()->local_size = static_cast<uint32_t>(local_size_);
@@ -344,6 +394,48 @@ class ShmBackend : public Backend {
     hierarchical_ = std::all_of(all.begin(), all.end(), [](int32_t ok) { return ok != 0; });
     if (!hierarchical_) leaders_.reset();
   }
+  // The rule (see Route) for a collective whose output is `bytes`.
+  Route route(size_t bytes) const { return bytes >= direct_from_ ? Route::kDirect : Route::kSlots; }
+
+  bool can_read_peers(const std::vector<int>& local, const std::vector<Announce>& all) const {
+    for (int r : local) {
+      if (all[r].pid == static_cast<int32_t>(getpid())) continue;
+      uint64_t seen = 0;
+      iovec to{&seen, sizeof(seen)}, from{reinterpret_cast<void*>(all[r].probe), sizeof(seen)};
+      if (process_vm_readv(all[r].pid, &to, 1, &from, 1, 0) != sizeof(seen) || seen != kProbe) return false;
+    }
+    return true;
+  }
+
+  std::string lost_peer(int j) const {
+    return "shm: lost the peer rank " + std::to_string(groups_[group_of_[rank()]][j]) + " (process " +
+           std::to_string(pids_[j]) + " is gone), which probably died";
+  }
+
+  // Copies n bytes at `remote` in local rank j's memory to `local` (cross-memory attach).
+  void read_peer(int j, void* local, uint64_t remote, size_t n) {
+    auto* to = static_cast<unsigned char*>(local);
+    while (n > 0) {
+      iovec mine{to, n}, theirs{reinterpret_cast<void*>(remote), n};
+      ssize_t got = process_vm_readv(pids_[j], &mine, 1, &theirs, 1, 0);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        if (got < 0 && errno == ESRCH) fail(HVD_ERR_PEER, lost_peer(j));
+        fail(HVD_ERR_INTERNAL, "shm: reading the memory of rank " +
+                                   std::to_string(groups_[group_of_[rank()]][j]) +
+                                   " failed: " + std::strerror(got < 0 ? errno : EIO));
+      }
+      to += got;
+      remote += static_cast<uint64_t>(got);
+      n -= static_cast<size_t>(got);
+    }
+  }
+
+  void publish(const void* in, const void* out) {
+    lines_[local_index_].in = reinterpret_cast<uint64_t>(in);
+    lines_[local_index_].out = reinterpret_cast<uint64_t>(out);
+  }
+
   Header* header() const { return reinterpret_cast<Header*>(base_); }
   // Local rank i's buffer of the current exchange (parity of exchange_).
   unsigned char* slot(int i) const {
@@ -417,7 +509,6 @@ class ShmBackend : public Backend {
   }
 
   void wait_all() {
-    if (!broken_.empty()) throw Error(HVD_ERR_PEER, "shm: the job failed earlier (" + broken_ + ")");
     for (int j = 0; j < local_size_; ++j)
       if (j != local_index_) wait_for(j, phase_);
   }
@@ -429,6 +520,7 @@ class ShmBackend : public Backend {
   // on the peer's futex in bounded steps that check the abort flag, the
   // peer's pid and the job timeout.
   void wait_for(int j, uint32_t target) {
+    if (!broken_.empty()) throw Error(HVD_ERR_PEER, "shm: the job failed earlier (" + broken_ + ")");
     RankLine& line = lines_[j];
     auto reached = [&] {
       return static_cast<int32_t>(line.phase.load(std::memory_order_acquire) - target) >= 0;
@@ -456,9 +548,7 @@ class ShmBackend : public Backend {
     while (!reached()) {
       if (header()->abort.load(std::memory_order_acquire))
         fail(HVD_ERR_PEER, "shm: another rank on this host gave up (a peer died or timed out)");
-      if (process_gone(pids_[j]))
-        fail(HVD_ERR_PEER, "shm: lost the peer rank " + std::to_string(groups_[group_of_[rank()]][j]) +
-                               " (process " + std::to_string(pids_[j]) + " is gone), which probably died");
+      if (process_gone(pids_[j])) fail(HVD_ERR_PEER, lost_peer(j));
       if (clock::now() - start > timeout_)
         fail(HVD_ERR_TIMEOUT,
              "shm: a peer (rank " + std::to_string(groups_[group_of_[rank()]][j]) +
@@ -484,6 +574,21 @@ class ShmBackend : public Backend {
     if (bytes[local_index_] && dst + offset[local_index_] != src)
       std::memmove(dst + offset[local_index_], src, bytes[local_index_]);
     src = dst + offset[local_index_];
+    if (route(offset[local_size_]) == Route::kDirect) {
+      // Everyone reads the others' parts from their outputs, starting with
+      // the next rank (so the readers spread over the writers), then waits
+      // until nobody reads its output any more.
+      publish(dst, dst);
+      arrive();
+      wait_all();
+      for (int k = 1; k < local_size_; ++k) {
+        const int i = (local_index_ + k) % local_size_;
+        if (bytes[i]) read_peer(i, dst + offset[i], lines_[i].out + offset[i], bytes[i]);
+      }
+      arrive();
+      wait_all();
+      return;
+    }
     for (size_t done = 0; done < most || done == 0; done += slot_bytes_) {
       size_t mine = bytes[local_index_] > done ? std::min(slot_bytes_, bytes[local_index_] - done) : 0;
       if (mine) kernels::copy(slot(local_index_), src + done, mine);
@@ -500,6 +605,21 @@ class ShmBackend : public Backend {
 
   void local_broadcast(void* buf, size_t bytes, int root) {
     auto* p = static_cast<unsigned char*>(buf);
+    if (route(bytes) == Route::kDirect) {
+      // The readers wait for the root only; the root waits until all have read.
+      if (local_index_ == root) {
+        publish(p, p);
+        arrive();
+        arrive();
+        wait_all();
+      } else {
+        arrive();
+        wait_for(root, phase_);
+        read_peer(root, p, lines_[root].out, bytes);
+        arrive();
+      }
+      return;
+    }
     for (size_t done = 0; done < bytes; done += slot_bytes_) {
       size_t n = std::min(slot_bytes_, bytes - done);
       if (local_index_ == root) kernels::copy(slot(root), p + done, n);
@@ -525,6 +645,7 @@ class ShmBackend : public Backend {
   // buffer, so nobody waits for the slowest reader before writing.
   void local_allreduce(const void* in, void* out, size_t count, hvd_dtype dtype, hvd_op op) {
     const size_t esize = dtype_size(dtype);
+    if (route(count * esize) == Route::kDirect) return direct_allreduce(in, out, count, dtype, op);
     const size_t per_chunk = slot_bytes_ / esize;
     const auto* src = static_cast<const unsigned char*>(in);
     auto* dst = static_cast<unsigned char*>(out);
@@ -560,6 +681,54 @@ class ShmBackend : public Backend {
     }
   }
 
+  // Reduce-scatter + allgather with direct reads, three meetings: rank i
+  // reads share i of every peer's input in blocks (all of them together fit
+  // in kDirectCache) and reduces them in rank order straight into its
+  // output, the same order and kernels as the slots; then everyone reads
+  // the other shares from their owners' outputs. In place (in == out) the
+  // rank's own block is copied aside first, since the running sum
+  // overwrites it.
+  void direct_allreduce(const void* in, void* out, size_t count, hvd_dtype dtype, hvd_op op) {
+    const size_t esize = dtype_size(dtype);
+    const auto* src = static_cast<const unsigned char*>(in);
+    auto* dst = static_cast<unsigned char*>(out);
+    const int me = local_index_;
+    const size_t block = std::max(kAlign, (kDirectCache / static_cast<size_t>(local_size_)) & ~(kAlign - 1));
+    if (scratch_.size() < block * local_size_) scratch_.resize(block * local_size_);
+    publish(src, dst);
+    arrive();
+    wait_all();
+    std::vector<const unsigned char*> part(local_size_);
+    const size_t begin = share_begin(count, esize, me), end = share_begin(count, esize, me + 1);
+    for (size_t at = begin; at < end; at += block) {
+      const size_t bytes = std::min(block, end - at);
+      for (int j = 0; j < local_size_; ++j) {
+        unsigned char* aside = scratch_.data() + block * static_cast<size_t>(j);
+        if (j != me) {
+          read_peer(j, aside, lines_[j].in + at, bytes);
+          part[j] = aside;
+        } else if (src == dst) {
+          kernels::copy(aside, src + at, bytes);
+          part[j] = aside;
+        } else {
+          part[j] = src + at;
+        }
+      }
+      const size_t m = bytes / esize;
+      kernels::reduce(dtype, op, dst + at, part[0], part[1], m);
+      for (int j = 2; j < local_size_; ++j) kernels::reduce(dtype, op, dst + at, dst + at, part[j], m);
+    }
+    arrive();
+    wait_all();
+    for (int k = 1; k < local_size_; ++k) {
+      const int j = (me + k) % local_size_;
+      const size_t b = share_begin(count, esize, j), e = share_begin(count, esize, j + 1);
+      if (e > b) read_peer(j, dst + b, lines_[j].out + b, e - b);
+    }
+    arrive();
+    wait_all();
+  }
+
   std::unique_ptr<Backend> inner_;
   std::unique_ptr<Backend> leaders_;  // host leaders only, across hosts
   bool hierarchical_ = false;
@@ -573,6 +742,8 @@ class ShmBackend : public Backend {
   std::vector<int32_t> pids_;
   uint32_t phase_ = 0;
   bool pinned_ = bound_to_one_cpu();
+  size_t direct_from_ = SIZE_MAX;  // kDirectPieces slots, 0 (HVD_SELECTOR_SHM_DIRECT=all) or never
+  const uint64_t probe_ = kProbe;
   uint64_t exchange_ = 0;
   std::string broken_;
   std::vector<unsigned char> scratch_;
@@ -585,6 +756,7 @@ ShmSettings shm_settings() {
   try {
     s.enabled = shm_enabled();
     s.slot_bytes = slot_setting(s.slot_bytes);
+    s.direct = direct_setting();
   } catch (const Error& exc) {
     s.error = exc.what();
   }
@@ -595,7 +767,7 @@ std::unique_ptr<Backend> with_shared_memory(std::unique_ptr<Backend> inner, cons
                                             double timeout_s) {
   if (!settings.error.empty()) throw Error(HVD_ERR_INVALID, settings.error);
   if (!settings.enabled || inner->size() == 1) return inner;
-  return std::make_unique<ShmBackend>(std::move(inner), settings.slot_bytes, timeout_s);
+  return std::make_unique<ShmBackend>(std::move(inner), settings, timeout_s);
 }
 
 }  // namespace hvd

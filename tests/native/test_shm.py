@@ -4,6 +4,8 @@ a rank killed mid-collective, two jobs at once, and what the segment looks like.
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -71,6 +73,7 @@ def test_shm_off(gloo_build: Build, tmp_path: Path) -> None:
     [
         ("HVD_SELECTOR_SHM", "maybe", "HVD_SELECTOR_SHM=maybe must be 0 or 1"),
         ("HVD_SELECTOR_SHM_SLOT", "4096", "HVD_SELECTOR_SHM_SLOT=4096 must be a byte count from 131072"),
+        ("HVD_SELECTOR_SHM_DIRECT", "yes", "HVD_SELECTOR_SHM_DIRECT=yes must be 0, 1 or all"),
     ],
 )
 def test_bad_shm_setting_is_one_line(gloo_build: Build, name: str, value: str, text: str, tmp_path: Path) -> None:
@@ -143,3 +146,46 @@ def test_an_mpi_job_with_a_stopped_rank_ends_instead_of_hanging_in_finalize(
     line = "so MPI cannot finalise with it: ending the job with MPI_Abort(MPI_COMM_WORLD, 1)"
     assert [row for row in proc.stderr.splitlines() if line in row], proc.stderr
     assert time.monotonic() - start < 90
+
+
+RULE_SLOT = 131072  # small slots: the sizes below cross many pieces, and the rule's 4 pieces at 512 KiB
+
+
+@pytest.mark.parametrize(
+    "np_,direct,elements",
+    [
+        # float32 elements: 1 and 7 (odd), the inline limit, one slot +1, just below, at and just
+        # above the rule's 4 slots (131072 elements), and an odd size over many pieces and blocks
+        (3, "1", [1, 7, 16385, 32769, 131071, 131072, 131073, 262147]),
+        (5, "1", [7, 131071, 131072, 262147]),
+        (5, "all", [1, 7, 16385, 32769, 65537]),  # direct reads at every size, odd shares
+        (3, "0", [7, 32769, 131073, 262147]),  # slots only, whatever the size
+    ],
+)
+def test_shm_route_rule(gloo_build: Build, np_: int, direct: str, elements: list[int], tmp_path: Path) -> None:
+    """Each collective takes the route the rule names for its size (direct reads, seen as
+    process_vm_readv calls in an strace of the job, exactly from 4 slots of output on), and
+    every rank's result is bitwise the rank-ordered numpy result on either route."""
+    strace = shutil.which("strace")
+    assert strace, "strace is needed (.ci/apt-packages.txt)"
+    trace = tmp_path / "trace.txt"
+    argv = [strace, "-f", "-qq", "-o", str(trace), "-e", "trace=process_vm_readv,access,faccessat,faccessat2"]
+    argv += run_argv(np_, WORKERS / "shm.py", str(tmp_path), "rule", ",".join(map(str, elements)))
+    env = gloo_build.env(HVD_SELECTOR_SHM_SLOT=str(RULE_SLOT), HVD_SELECTOR_SHM_DIRECT=direct)
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for r in range(np_):
+        assert (tmp_path / f"outcome{r}.txt").read_text() == "ok", r
+    # Direct reads per marked collective (a barrier closes each, so every read follows its marker).
+    reads: dict[str, int] = {}
+    marker = None
+    for line in trace.read_text().splitlines():
+        if found := re.search(r'"/hvd-route/([^"]+)"', line):
+            marker = found.group(1)
+            reads.setdefault(marker, 0)
+        elif "process_vm_readv(" in line and marker:
+            reads[marker] += 1
+    for n in elements:
+        want = direct == "all" or (direct == "1" and 4 * n >= 4 * RULE_SLOT)
+        for collective in ("allreduce", "allreduce-max", "allgather", "broadcast"):
+            assert (reads[f"{collective}-{n}"] > 0) == want, (collective, n, reads)

@@ -63,4 +63,34 @@ elif scenario == "job":  # values unique to this job: crosstalk would change the
             want = sum(job * 1000 + r for r in range(size))
             ok = ok and bool((hvd.allreduce(x, op=hvd.Sum) == want).all())
     (out_dir / f"outcome{rank}.txt").write_text("ok" if ok else "crosstalk")
+elif scenario == "rule":  # each collective at each size (float32 elements): exact, in rank order
+    # Before each, an access() of /hvd-route/<collective>-<n> marks the trace (test_shm_rule reads
+    # which system calls each collective made); a barrier after each closes its reads.
+    def values(r: int, n: int) -> np.ndarray:
+        return np.random.default_rng(r * 7919 + n).standard_normal(n).astype(np.float32)
+
+    failed = []
+    for n in [int(word) for word in sys.argv[3].split(",")]:
+        inputs = [values(r, n) for r in range(size)]
+        for name, op in (("allreduce", hvd.Sum), ("allreduce-max", hvd.Max)):
+            want = inputs[0].copy()
+            for x in inputs[1:]:
+                want = want + x if op == hvd.Sum else np.maximum(want, x)
+            os.access(f"/hvd-route/{name}-{n}", os.F_OK)
+            got = hvd.allreduce(inputs[rank], op=op)
+            hvd.barrier()
+            if got.tobytes() != want.tobytes():
+                failed.append(f"{name} {n}")
+        rows = [n // size + (r < n % size) for r in range(size)]
+        os.access(f"/hvd-route/allgather-{n}", os.F_OK)
+        got = hvd.allgather(inputs[rank][: rows[rank]])
+        hvd.barrier()
+        if got.tobytes() != np.concatenate([x[:k] for x, k in zip(inputs, rows)]).tobytes():
+            failed.append(f"allgather {n}")
+        os.access(f"/hvd-route/broadcast-{n}", os.F_OK)
+        got = hvd.broadcast(inputs[rank], root_rank=size - 1)
+        hvd.barrier()
+        if got.tobytes() != inputs[-1].tobytes():
+            failed.append(f"broadcast {n}")
+    (out_dir / f"outcome{rank}.txt").write_text(" ".join(failed) or "ok")
 hvd.shutdown()
