@@ -420,10 +420,11 @@ class ShmBackend : public Backend {
       ssize_t got = process_vm_readv(pids_[j], &mine, 1, &theirs, 1, 0);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) {
-        if (got < 0 && errno == ESRCH) fail(HVD_ERR_PEER, lost_peer(j));
+        const int why = got < 0 ? errno : EIO;
+        if (why == ESRCH || process_gone(pids_[j])) fail(HVD_ERR_PEER, lost_peer(j));
         fail(HVD_ERR_INTERNAL, "shm: reading the memory of rank " +
                                    std::to_string(groups_[group_of_[rank()]][j]) +
-                                   " failed: " + std::strerror(got < 0 ? errno : EIO));
+                                   " failed: " + std::strerror(why));
       }
       to += got;
       remote += static_cast<uint64_t>(got);

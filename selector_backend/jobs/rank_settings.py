@@ -14,6 +14,8 @@ from collections.abc import Mapping
 
 SHM = "HVD_SELECTOR_SHM"
 SHM_SLOT = "HVD_SELECTOR_SHM_SLOT"
+SHM_DIRECT = "HVD_SELECTOR_SHM_DIRECT"
+DIRECT_VALUES = ("", "0", "1", "all")
 SHM_ON = ("", "1", "on", "true", "yes")
 SHM_OFF = ("0", "off", "false", "no")
 SLOT_MIN, SLOT_MAX = 128 << 10, 1 << 30
@@ -27,3 +29,6 @@ def check(env: Mapping[str, str]) -> None:
     slot = env.get(SHM_SLOT)
     if slot and not (slot.isdecimal() and slot.isascii() and SLOT_MIN <= int(slot) <= SLOT_MAX):
         raise ValueError(f"{SHM_SLOT}={slot} must be a byte count from {SLOT_MIN} to {SLOT_MAX}")
+    direct = env.get(SHM_DIRECT)
+    if direct is not None and direct not in DIRECT_VALUES:
+        raise ValueError(f"{SHM_DIRECT}={direct} must be 0, 1 or all")

@@ -305,10 +305,11 @@ def test_a_bad_hostfile_is_one_line_at_once(gloo_build: Build, tmp_path: Path, h
         (("-np", "2", "--hosts=-oProxyCommand=x:1", "true"), {}, "'-oProxyCommand=x' is not a host name"),
         (("-np", "2", "true"), {"HVD_SELECTOR_SHM_SLOT": "5"}, "HVD_SELECTOR_SHM_SLOT=5 must be a byte count"),
         (("-np", "2", "true"), {"HVD_SELECTOR_SHM": "maybe"}, "HVD_SELECTOR_SHM=maybe must be 0 or 1"),
+        (("-np", "2", "true"), {"HVD_SELECTOR_SHM_DIRECT": "on"}, "HVD_SELECTOR_SHM_DIRECT=on must be 0, 1 or all"),
         (("-np", "2", "--grace-period", "0", "true"), {}, "--grace-period must be a positive number"),
         (("-np", "2", "--output-filename", "logs", "true"), {}, "cannot write logs/rank.0/stdout: Too many levels"),
     ],
-    ids=["no-program", "huge-np", "ssh-option-host", "shm-slot", "shm", "grace", "output-link"],
+    ids=["no-program", "huge-np", "ssh-option-host", "shm-slot", "shm", "shm-direct", "grace", "output-link"],
 )
 def test_bad_input_is_one_line_before_any_rank_starts(
     gloo_build: Build, tmp_path: Path, args: tuple[str, ...], env: dict[str, str], text: str
@@ -323,13 +324,19 @@ def test_bad_input_is_one_line_before_any_rank_starts(
     assert elapsed < 10
 
 
-@pytest.mark.parametrize("value", ["5", "131071", "131072", "1073741824", "1073741825", "abc", "0"])
-def test_the_launcher_refuses_the_shm_slots_the_core_refuses(gloo_build: Build, tmp_path: Path, value: str) -> None:
+@pytest.mark.parametrize(
+    "name,value",
+    [("HVD_SELECTOR_SHM_SLOT", v) for v in ("5", "131071", "131072", "1073741824", "1073741825", "abc", "0")]
+    + [("HVD_SELECTOR_SHM_DIRECT", v) for v in ("0", "1", "all", "on", "2")],
+)
+def test_the_launcher_refuses_the_shm_settings_the_core_refuses(
+    gloo_build: Build, tmp_path: Path, name: str, value: str
+) -> None:
     """rank_settings.check states the core's rule (shm_backend.cpp): both accept and refuse the same values."""
     from selector_backend.jobs import rank_settings
 
     try:
-        rank_settings.check({"HVD_SELECTOR_SHM_SLOT": value})
+        rank_settings.check({name: value})
         launcher_error = ""
     except ValueError as exc:
         launcher_error = str(exc)
@@ -337,7 +344,7 @@ def test_the_launcher_refuses_the_shm_slots_the_core_refuses(gloo_build: Build, 
         gloo_build,
         "import hvd_selector as h\ntry:\n h.init()\nexcept ValueError as e:\n print(e)",
         cwd=tmp_path,
-        HVD_SELECTOR_SHM_SLOT=value,
+        **{name: value},
     )
     assert core.returncode == 0, core.stderr
     core_error = core.stdout.strip().removeprefix("rank 0: ")

@@ -85,7 +85,7 @@ elif scenario == "rule":  # each collective at each size (float32 elements): exa
         os.access(f"/hvd-route/allgather-{n}", os.F_OK)
         got = hvd.allgather(inputs[rank][: rows[rank]])
         hvd.barrier()
-        if got.tobytes() != np.concatenate([x[:k] for x, k in zip(inputs, rows)]).tobytes():
+        if got.tobytes() != np.concatenate([x[:k] for x, k in zip(inputs, rows, strict=True)]).tobytes():
             failed.append(f"allgather {n}")
         os.access(f"/hvd-route/broadcast-{n}", os.F_OK)
         got = hvd.broadcast(inputs[rank], root_rank=size - 1)
