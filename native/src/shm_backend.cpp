@@ -46,7 +46,8 @@ constexpr size_t kLine = 64;
 constexpr size_t kSmall = size_t{64} << 10;  // allreduce payloads that ride in the agreement round
 constexpr size_t kAlign = 64;                // allreduce shares start on a cache line
 constexpr size_t kBlock = size_t{16} << 10;  // bytes reduced then copied out at a time (a multiple of kAlign)
-constexpr size_t kDirectPieces = 4;          // the rule's crossover, in slot-sized pieces: see Route below
+constexpr size_t kDirectPieces = 4;          // the rule's crossover, in full slots of buffer (see Route)
+constexpr size_t kDirectPartPieces = 2;      // the same for an allgather's largest part
 constexpr size_t kDirectCache = size_t{256} << 10;     // the peers' blocks a direct allreduce reduces at once
 constexpr int kSpin = 64;                              // pause instructions before polling with sched_yield
 constexpr std::chrono::milliseconds kYield{2};         // polling with sched_yield before sleeping on a futex
@@ -72,13 +73,16 @@ struct alignas(kLine) RankLine {
 //    with process_vm_readv (cross-memory attach: one copy per byte, by the
 //    kernel); two meetings whatever the size (an allreduce three:
 //    reduce-scatter, allgather, done).
-// kDirect when the collective's whole output (the allreduce or broadcast
-// buffer, the allgather's concatenation) is at least kDirectPieces slots
-// (4 MiB with the default 1 MiB slot) and every local rank could read its
-// peers at init. The meetings decide on a busy host (each can cost a time
-// slice) and copies on an idle one: below four pieces the slots' fewer
-// meetings won at 2 and 4 ranks, from four on direct reads did (measured by
-// benchmarks/bench_shm_pieces.py; figures in docs/reference/performance.md).
+// kDirect when every local rank could read its peers at init and the
+// slots would move at least kDirectPieces full slots (4 MiB with the
+// default 1 MiB slot) through the busiest rank's buffer: the allreduce or
+// broadcast buffer; for an allgather, whose buffers carry one rank's part
+// each, kDirectPartPieces of the largest part. The meetings decide on a busy
+// host (each can cost a time slice) and the copies on an idle one: below
+// these the slots' fewer meetings won at 2 and 4 ranks, from them on direct
+// reads did, and a 4 MiB allgather at 4-16 ranks (parts of 1 MiB and less)
+// was slower direct (benchmarks/bench_shm_pieces.py; figures in
+// docs/reference/performance.md).
 enum class Route { kSlots, kDirect };
 
 struct alignas(kLine) Header {
@@ -272,7 +276,7 @@ class ShmBackend : public Backend {
     for (int i = 0; i < local_size_; ++i) pids_.push_back(all[local[i]].pid);
     int direct = 2;
     for (int r : local) direct = std::min(direct, static_cast<int>(all[r].direct));
-    direct_from_ = direct == 2 ? 0 : direct == 1 ? kDirectPieces * slot_bytes_ : SIZE_MAX;
+    direct_mode_ = direct;
     if (local_index_ == 0) {
       header()->slot_bytes = slot_bytes_;
       header()->local_size = static_cast<uint32_t>(local_size_);
@@ -394,8 +398,13 @@ class ShmBackend : public Backend {
     hierarchical_ = std::all_of(all.begin(), all.end(), [](int32_t ok) { return ok != 0; });
     if (!hierarchical_) leaders_.reset();
   }
-  // The rule (see Route) for a collective whose output is `bytes`.
-  Route route(size_t bytes) const { return bytes >= direct_from_ ? Route::kDirect : Route::kSlots; }
+  // The rule (see Route): `carried` is what the busiest buffer would carry
+  // (the allreduce or broadcast buffer, an allgather's largest part).
+  Route route(size_t carried, bool allgather) const {
+    if (direct_mode_ != 1) return direct_mode_ == 2 ? Route::kDirect : Route::kSlots;
+    const size_t from = (allgather ? kDirectPartPieces : kDirectPieces) * slot_bytes_;
+    return carried >= from ? Route::kDirect : Route::kSlots;
+  }
 
   bool can_read_peers(const std::vector<int>& local, const std::vector<Announce>& all) const {
     for (int r : local) {
@@ -575,7 +584,7 @@ class ShmBackend : public Backend {
     if (bytes[local_index_] && dst + offset[local_index_] != src)
       std::memmove(dst + offset[local_index_], src, bytes[local_index_]);
     src = dst + offset[local_index_];
-    if (route(offset[local_size_]) == Route::kDirect) {
+    if (route(most, true) == Route::kDirect) {
       // Everyone reads the others' parts from their outputs, starting with
       // the next rank (so the readers spread over the writers), then waits
       // until nobody reads its output any more.
@@ -606,7 +615,7 @@ class ShmBackend : public Backend {
 
   void local_broadcast(void* buf, size_t bytes, int root) {
     auto* p = static_cast<unsigned char*>(buf);
-    if (route(bytes) == Route::kDirect) {
+    if (route(bytes, false) == Route::kDirect) {
       // The readers wait for the root only; the root waits until all have read.
       if (local_index_ == root) {
         publish(p, p);
@@ -646,7 +655,7 @@ class ShmBackend : public Backend {
   // buffer, so nobody waits for the slowest reader before writing.
   void local_allreduce(const void* in, void* out, size_t count, hvd_dtype dtype, hvd_op op) {
     const size_t esize = dtype_size(dtype);
-    if (route(count * esize) == Route::kDirect) return direct_allreduce(in, out, count, dtype, op);
+    if (route(count * esize, false) == Route::kDirect) return direct_allreduce(in, out, count, dtype, op);
     const size_t per_chunk = slot_bytes_ / esize;
     const auto* src = static_cast<const unsigned char*>(in);
     auto* dst = static_cast<unsigned char*>(out);
@@ -743,7 +752,7 @@ class ShmBackend : public Backend {
   std::vector<int32_t> pids_;
   uint32_t phase_ = 0;
   bool pinned_ = bound_to_one_cpu();
-  size_t direct_from_ = SIZE_MAX;  // kDirectPieces slots, 0 (HVD_SELECTOR_SHM_DIRECT=all) or never
+  int direct_mode_ = 0;  // HVD_SELECTOR_SHM_DIRECT agreed by the host: 0 slots, 1 the rule, 2 always
   const uint64_t probe_ = kProbe;
   uint64_t exchange_ = 0;
   std::string broken_;

@@ -148,23 +148,32 @@ def test_an_mpi_job_with_a_stopped_rank_ends_instead_of_hanging_in_finalize(
     assert time.monotonic() - start < 90
 
 
-RULE_SLOT = 131072  # small slots: the sizes below cross many pieces, and the rule's 4 pieces at 512 KiB
+RULE_SLOT = 131072  # small slots: the sizes below cross many pieces, and the rule's crossovers at 512/256 KiB
+
+
+def _direct_by_rule(collective: str, elements: int, ranks: int) -> bool:
+    """The rule of shm_backend.cpp (Route), in float32 elements: 4 slots of an allreduce or
+    broadcast buffer, 2 slots of an allgather's largest part."""
+    if collective == "allgather":
+        return 4 * -(-elements // ranks) >= 2 * RULE_SLOT
+    return 4 * elements >= 4 * RULE_SLOT
 
 
 @pytest.mark.parametrize(
     "np_,direct,elements",
     [
         # float32 elements: 1 and 7 (odd), the inline limit, one slot +1, just below, at and just
-        # above the rule's 4 slots (131072 elements), and an odd size over many pieces and blocks
-        (3, "1", [1, 7, 16385, 32769, 131071, 131072, 131073, 262147]),
-        (5, "1", [7, 131071, 131072, 262147]),
+        # above the rule's 4 slots (131072 elements) and its allgather parts of 2 slots at 3 and
+        # 5 ranks (196606, 327676), an odd size over many pieces and blocks
+        (3, "1", [1, 7, 16385, 32769, 131071, 131072, 131073, 196605, 196606, 262147]),
+        (5, "1", [7, 131071, 131072, 327675, 327676]),
         (5, "all", [1, 7, 16385, 32769, 65537]),  # direct reads at every size, odd shares
         (3, "0", [7, 32769, 131073, 262147]),  # slots only, whatever the size
     ],
 )
 def test_shm_route_rule(gloo_build: Build, np_: int, direct: str, elements: list[int], tmp_path: Path) -> None:
     """Each collective takes the route the rule names for its size (direct reads, seen as
-    process_vm_readv calls in an strace of the job, exactly from 4 slots of output on), and
+    process_vm_readv calls in an strace of the job, exactly from the rule's crossover on), and
     every rank's result is bitwise the rank-ordered numpy result on either route."""
     strace = shutil.which("strace")
     assert strace, "strace is needed (.ci/apt-packages.txt)"
@@ -186,6 +195,6 @@ def test_shm_route_rule(gloo_build: Build, np_: int, direct: str, elements: list
         elif "process_vm_readv(" in line and marker:
             reads[marker] += 1
     for n in elements:
-        want = direct == "all" or (direct == "1" and 4 * n >= 4 * RULE_SLOT)
         for collective in ("allreduce", "allreduce-max", "allgather", "broadcast"):
+            want = direct == "all" or (direct == "1" and _direct_by_rule(collective.removesuffix("-max"), n, np_))
             assert (reads[f"{collective}-{n}"] > 0) == want, (collective, n, reads)
