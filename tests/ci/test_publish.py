@@ -464,7 +464,8 @@ def test_the_publishing_page_gives_an_index_stock_pip_and_uv_install_from(tmp_pa
         assert uv is not None
         by_uv = subprocess.run(
             [
-                *(uv, "pip", "install", "--preview-features", "wheel-variants", "--no-cache", "--no-build"),
+                # a CPU build: uv leaves it to the sdist's backend (wheel-variants.md), which fetches the wheel
+                *(uv, "pip", "install", "--preview-features", "wheel-variants", "--no-cache"),
                 *("--python", str(uv_venv / "bin" / "python"), "--index-url", url, "--find-links", str(deps)),
                 "hvd-selector",
             ],
