@@ -27,12 +27,21 @@ the catalog's own namespace keeps what no standard covers:
                                            only where they differ from what the build
                                            implies (nccl for a CUDA build, else gloo;
                                            the catalog defaults for the others)
+- ``hvd_selector :: nvidia_gpu :: unused``  every CPU build (of a catalog with a ``cuda``
+                                           axis): its provider supports it only on a host
+                                           without NVIDIA GPUs or where the CPU build is
+                                           asked for (``HVD_SELECTOR=cpu``, the config
+                                           file). No standard property can say "no NVIDIA
+                                           GPU" (a provider only ever adds properties), so
+                                           this is the one choice only our code makes
 
 A native installer has no provider for ``hvd_selector`` and treats its
 properties as unsupported (uv 0.13.9: "Skipping unsupported wheel variant
 provider"), so it can only ever pick a wheel described entirely in standard
 terms, which are exact: it can never pick an MPI build, an aarch64 build
-whose CPU it cannot judge, or a GPU build without a GPU. The project's own
+whose CPU it cannot judge, a GPU build without a GPU, or a CPU build on a GPU host
+(the CPU-build property: uv falls back to the sdist, whose backend applies the one rule
+of docs/guide/install.md, "A GPU host no GPU build fits"). The project's own
 provider (``hvd-selector-variant-provider``) answers the ``hvd_selector``
 namespace for installers that run Python providers (variantlib).
 
@@ -78,6 +87,7 @@ PLUGIN_API = "hvd_selector_variant_provider:HvdSelectorProvider"
 OWN_FEATURES = ("target", "tensor_ops", "controllers", "frameworks")  # hvd-selector's; own_axes() is any catalog's
 STANDARD_AXES = ("target", "cuda", "cuda_arch")  # said in the standard namespaces (target where a level says it)
 PREVIOUS_GPU_FEATURE = "cuda"  # the namespace-only model's cu<line>_sm<arch>... value
+CPU_BUILD = ("nvidia_gpu", "unused")  # our namespace's feature and value on every CPU build (module doc)
 _CUDA_VALUE = re.compile(r"cu([0-9a-z.]+)((?:_sm[0-9a-z]+)+)")
 _SM_VALUE = re.compile(r"([0-9]+[a-z]?)_(real|virtual)")
 
@@ -129,6 +139,8 @@ def properties(variant: Variant, catalog: Catalog) -> dict[str, dict[str, list[s
     own: dict[str, list[str]] = {}
     if target not in X86_64_LEVELS:
         own["target"] = [target]
+    if cuda == "none" and "cuda" in catalog.axes:
+        own[CPU_BUILD[0]] = [CPU_BUILD[1]]
     for axis in own_axes(catalog):
         if variant[axis] != implied(axis, cuda, catalog):
             values = variant.values_of(axis)
@@ -180,12 +192,24 @@ def variant_from_properties(
     for axis in own_axes(catalog):
         values.setdefault(axis, implied(axis, str(values.get("cuda", "none")), catalog))
     variant = catalog.make_variant(values)
-    if canonical and properties(variant, catalog) != {ns: dict(f) for ns, f in namespaces.items()}:
+    if canonical and _described(variant, catalog, namespaces.get(catalog.namespace) or {}) != {
+        ns: dict(f) for ns, f in namespaces.items()
+    }:
         raise InputError(
             f"properties {json.dumps(namespaces, sort_keys=True)} are not how this release describes "
             f"{json.dumps(variant.to_json())} ({json.dumps(properties(variant, catalog), sort_keys=True)})"
         )
     return variant
+
+
+def _described(variant: Variant, catalog: Catalog, own: Mapping[str, list[str]]) -> dict[str, dict[str, list[str]]]:
+    """``properties``, less the CPU-build property where ``own`` lacks it: the previous release's CPU wheels."""
+    out = properties(variant, catalog)
+    if CPU_BUILD[0] not in own and CPU_BUILD[0] in out.get(catalog.namespace, {}):
+        del out[catalog.namespace][CPU_BUILD[0]]
+        if not out[catalog.namespace]:
+            del out[catalog.namespace]
+    return out
 
 
 def _feature_values(
@@ -220,6 +244,10 @@ def _feature_values(
             ("cuda", catalog.parse_value("cuda", match.group(1))),
             ("cuda_arch", catalog.parse_value("cuda_arch", match.group(2)[3:].split("_sm"))),
         )
+    if namespace == catalog.namespace and feature == CPU_BUILD[0] and "cuda" in catalog.axes:
+        if text != CPU_BUILD[1]:
+            raise InputError(f"{where}: {text!r} is not {CPU_BUILD[1]!r}")
+        return ()  # what it says (a CPU build) the absence of nvidia properties says; canonical form checks both
     if namespace != catalog.namespace or feature not in ("target", *own_axes(catalog)):
         raise InputError(f"unknown feature {where}")
     if catalog.axes[feature].kind == "multi":

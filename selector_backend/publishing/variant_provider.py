@@ -3,8 +3,11 @@
 A variant-aware installer that runs Python providers (variantlib) runs this
 at install time (``plugin-api`` in variant.json) to learn which values of
 ``hvd_selector`` features this machine supports: the CPU targets no
-standard level expresses, and the tensor ops, controllers and frameworks
-(MPI needs a runtime). The standard namespaces (``x86_64``, ``nvidia``) are
+standard level expresses, the tensor ops, controllers and frameworks
+(MPI needs a runtime), and whether a CPU build may be installed
+(``nvidia_gpu :: unused``: on a host without NVIDIA GPUs, or where the CPU
+build is asked for; never by default on a GPU host, the rule of
+docs/guide/install.md). The standard namespaces (``x86_64``, ``nvidia``) are
 the standard providers' (``variant_json``). It ships as its own small
 distribution, ``hvd-selector-variant-provider`` (``provider_dist``), so an
 installer installs it without the package it chooses.
@@ -68,7 +71,15 @@ def all_configs(catalog: Catalog) -> list[FeatureConfig]:
             out.append(FeatureConfig(axis, ["_".join(s) for s in _multi_values(axis, catalog)]))
         else:
             out.append(FeatureConfig(axis, [v for v in _own_values(axis, catalog) if v != "none"]))
+    if "cuda" in catalog.axes:
+        out.append(FeatureConfig(variant_json.CPU_BUILD[0], [variant_json.CPU_BUILD[1]]))
     return [c for c in out if c.values]
+
+
+def cpu_build_wanted(host: HostProfile, selector: Selector) -> bool:
+    """A CPU build may be installed here: the selector asks for one, or leaves it to a host without NVIDIA GPUs."""
+    wants_gpu = selector.wants_gpu()
+    return not wants_gpu if wants_gpu is not None else not host.nvidia_gpus()
 
 
 def _own_values(axis: str, catalog: Catalog) -> tuple[str, ...]:
@@ -106,6 +117,8 @@ def supported_configs(catalog: Catalog, host: HostProfile, selector: Selector) -
         else:
             ok.sort(key=lambda c: tuple(catalog.preference(axis, v) for v in c))
         out.append(FeatureConfig(axis, ["_".join(c) for c in ok]))
+    if "cuda" in catalog.axes and cpu_build_wanted(host, selector):
+        out.append(FeatureConfig(variant_json.CPU_BUILD[0], [variant_json.CPU_BUILD[1]]))
     return [c for c in out if c.values]
 
 

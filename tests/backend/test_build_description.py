@@ -80,7 +80,8 @@ def test_gloo_x86_64_v3(catalog: Catalog) -> None:
     )
     label, features = next(iter(json.loads(d.variant_json)["variants"].items()))
     assert label == d.label == "9c8567b6"
-    assert features == {"x86_64": {"level": ["v3"]}}  # the standard level; gloo is what a CPU build implies
+    # the standard level; gloo is what a CPU build implies; a CPU build is a choice only our provider makes
+    assert features == {"x86_64": {"level": ["v3"]}, "hvd_selector": {"nvidia_gpu": ["unused"]}}
 
 
 def test_mpi_with_the_gloo_controller_links_both(catalog: Catalog) -> None:

@@ -93,21 +93,45 @@ def test_uv_variants_preview_without_a_binary_stops_on_a_terminal(index: str, tm
     rc, shown, _ = on_terminal(argv, gtx1080_env(tmp_path))
     assert_stopped(rc, shown)
     assert installed(tmp_path) == []
-    # the way out the line names: the backend picks the CPU prebuilt (this index's small wheels stop short of
-    # an install: they carry no import-guard record; tests/backend/test_e2e_pip.py installs real ones)
+    # the way out the line names: the backend picks the CPU prebuilt
     _, shown, _ = on_terminal(argv, gtx1080_env(tmp_path, HVD_SELECTOR="cpu"))
+    assert_cpu_prebuilt(shown)
+
+
+def test_uv_variants_preview_native_pick_follows_the_rule(index: str, tmp_path: Path) -> None:
+    """uv's own pick: no GPU wheel fits a GTX 1080, and every CPU wheel carries ``hvd_selector :: nvidia_gpu ::
+    unused``, which uv cannot judge, so uv builds the sdist and the backend applies the rule."""
+    argv = uv_pip(tmp_path, index, "--preview-features", "wheel-variants")
+    rc, shown, _ = on_terminal(argv, gtx1080_env(tmp_path))
+    assert_stopped(rc, shown)
+    assert installed(tmp_path) == []
+    _, shown, _ = on_terminal(argv, gtx1080_env(tmp_path, HVD_SELECTOR="cpu"))  # asked for: the CPU prebuilt
+    assert_cpu_prebuilt(shown)
+
+
+def test_uv_variants_preview_leaves_a_cpu_host_to_the_backend(index: str, tmp_path: Path) -> None:
+    """The rule's cost: on a host without NVIDIA GPUs uv cannot pick a CPU wheel either. It builds the sdist and
+    the backend picks the CPU prebuilt; with ``--no-build`` uv finds nothing (docs/guide/wheel-variants.md)."""
+    env = clean_env(
+        TERM="dumb",
+        HVD_SELECTOR_GPUS="none",
+        HVD_SELECTOR_CUDA_DRIVER="none",
+        UV_NO_CACHE="1",
+        XDG_CONFIG_HOME=str(tmp_path / "cfg"),
+    )
+    argv = uv_pip(tmp_path, index, "--preview-features", "wheel-variants")
+    _, shown, _ = on_terminal(argv, env)
+    assert_cpu_prebuilt(shown)
+    rc, shown, _ = on_terminal([*argv, "--no-build"], env)
+    assert rc != 0 and "has no usable wheels" in unwrapped(shown), shown
+    assert installed(tmp_path) == []
+
+
+def assert_cpu_prebuilt(shown: str) -> None:
+    """The backend ran and picked the CPU prebuilt (this index's small wheels stop short of an install: they
+    carry no import-guard record; tests/backend/test_e2e_pip.py installs real ones)."""
     shown = unwrapped(shown)
     assert STOP not in shown and "selected prebuilt target=x86_64" in shown and "cuda=none" in shown, shown
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="uv's native pick runs no backend and PEP 825 cannot say 'no NVIDIA GPU': it installs the CPU wheel "
-    "of this machine's x86_64 level (docs/guide/install.md: use --no-binary hvd-selector on GPU hosts)",
-)
-def test_uv_variants_preview_native_pick_follows_the_rule(index: str, tmp_path: Path) -> None:
-    rc, shown, _ = on_terminal(uv_pip(tmp_path, index, "--preview-features", "wheel-variants"), gtx1080_env(tmp_path))
-    assert_stopped(rc, shown)
 
 
 def test_uv_tool_install_stops_on_a_terminal(index: str, wheels: Path, tmp_path: Path) -> None:

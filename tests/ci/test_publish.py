@@ -120,9 +120,13 @@ def test_publish_layout_and_read_back(tmp_path: Path, catalog: Catalog) -> None:
         "nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["80_real", "80_virtual"]},
     }, "nccl is what a CUDA build implies"
     cpu = index_file["variants"][variant_label(variants[0])]
-    assert cpu == {"x86_64": {"level": ["v3"]}}, "a gloo build needs nothing a standard provider cannot see"
+    # a CPU build: only where there is no NVIDIA GPU or it is asked for (a choice only our code makes)
+    assert cpu == {"x86_64": {"level": ["v3"]}, "hvd_selector": {"nvidia_gpu": ["unused"]}}
     mpi = index_file["variants"][variant_label(variants[1])]
-    assert mpi == {"x86_64": {"level": ["v4"]}, "hvd_selector": {"tensor_ops": ["mpi"], "controllers": ["mpi"]}}
+    assert mpi == {
+        "x86_64": {"level": ["v4"]},
+        "hvd_selector": {"tensor_ops": ["mpi"], "controllers": ["mpi"], "nvidia_gpu": ["unused"]},
+    }
     assert index_file["$schema"] == variant_json.SCHEMA_URL
     assert index_file["providers"]["hvd_selector"]["requires"] == ["hvd-selector-variant-provider==0.1.0"]
     root_page = json.loads((tmp_path / "site/simple/index.json").read_text())
@@ -460,7 +464,8 @@ def test_the_publishing_page_gives_an_index_stock_pip_and_uv_install_from(tmp_pa
         assert uv is not None
         by_uv = subprocess.run(
             [
-                *(uv, "pip", "install", "--preview-features", "wheel-variants", "--no-cache", "--no-build"),
+                # a CPU build: uv leaves it to the sdist's backend (wheel-variants.md), which fetches the wheel
+                *(uv, "pip", "install", "--preview-features", "wheel-variants", "--no-cache"),
                 *("--python", str(uv_venv / "bin" / "python"), "--index-url", url, "--find-links", str(deps)),
                 "hvd-selector",
             ],

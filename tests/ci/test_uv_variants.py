@@ -6,11 +6,15 @@ built into it (``x86_64 :: level``; ``nvidia :: ...``, whose GPU facts
 machine without a GPU) and treats our own namespace as unsupported. The index
 is the whole prebuilt matrix published as small wheels that carry the real
 variant metadata (building every GPU arch here would take hours); one real
-built wheel goes through uv in tests/backend/test_e2e_pip.py. For each host,
-uv must install a labelled wheel without building anything, the one
-``hvd-selector resolve --index-url`` ranks first among the wheels whose
-standard properties describe how they run here, and never one the engine
-calls incompatible.
+built wheel goes through uv in tests/backend/test_e2e_pip.py. For each host
+where a GPU wheel's standard properties describe how it runs, uv must install
+a labelled wheel without building anything, the one ``hvd-selector resolve
+--index-url`` ranks first among those wheels, and never one the engine calls
+incompatible. Every CPU wheel carries ``hvd_selector :: nvidia_gpu :: unused``
+(the one rule of docs/guide/install.md: no CPU build on a GPU host unasked), so
+where no GPU wheel is described uv picks nothing from the labelled wheels and
+``--no-build`` fails (without it uv builds the sdist and the backend decides:
+tests/backend/test_gpu_host_rule.py).
 """
 
 from __future__ import annotations
@@ -121,13 +125,16 @@ def test_uv_installs_the_wheel_the_engine_ranks_first(
     with serve(site) as base:
         url = f"{base}/simple"
         done = uv_install(venv, url, host)
-        assert done.returncode == 0, done.stderr[-2000:]
         ranked = engine_ranking(url, host, site)
+    visible = [c for c in ranked if described_here(c, host, catalog)]
+    if not visible:  # no GPU wheel is described here, and uv cannot tell whether a CPU build is wanted
+        assert done.returncode != 0 and "no wheels with a matching platform tag" in done.stderr, done.stderr[-2000:]
+        return
+    assert done.returncode == 0, done.stderr[-2000:]
     label = installed_label(venv)
     by_label = {str(c["label"]): c for c in ranked}
     assert label in by_label, f"uv installed {label}, which the engine says cannot run here"
-    visible = [c for c in ranked if described_here(c, host, catalog)]
-    assert visible, "the x86_64 baseline build is always described and always runs"
+    assert by_label[label]["variant"]["cuda"] != "none"  # type: ignore[index]
     assert label == visible[0]["label"], f"uv chose {by_label[label]['variant']}, the engine {visible[0]['variant']}"
     if host is not None and host[1] in ("8.0", "9.0"):  # the GPU facts reached uv: a GPU build
         assert by_label[label]["variant"]["cuda"] != "none"  # type: ignore[index]
@@ -147,11 +154,27 @@ def test_uv_never_picks_a_build_our_namespace_governs(site: Path, venv: Path, tm
     assert done.returncode != 0 and "unsupported wheel variants" in done.stderr, done.stderr[-2000:]
 
 
-def _namespaces(wheel: Path) -> set[str]:
+def test_cpu_wheels_are_left_to_the_backend(site: Path, catalog: Catalog) -> None:
+    """Every CPU wheel carries the property uv cannot judge; no GPU wheel does (uv installs those by itself)."""
+    folder = publish.generation_dir(site, catalog)
+    assert folder is not None
+    wheels = list(folder.glob("*.whl"))
+    assert wheels
+    for wheel in wheels:
+        props = _properties(wheel)
+        cpu_build = "nvidia" not in props
+        assert (props.get(catalog.namespace, {}).get("nvidia_gpu") == ["unused"]) == cpu_build, (wheel.name, props)
+
+
+def _properties(wheel: Path) -> dict[str, dict[str, list[str]]]:
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/variant.json"))
         (props,) = json.loads(archive.read(name))["variants"].values()
-    return set(props)
+    return dict(props)
+
+
+def _namespaces(wheel: Path) -> set[str]:
+    return set(_properties(wheel))
 
 
 def test_a_pin_under_uvs_variants_preview_is_the_wheel_url_with_its_hash(
@@ -159,17 +182,18 @@ def test_a_pin_under_uvs_variants_preview_is_the_wheel_url_with_its_hash(
 ) -> None:
     """uv runs no build backend for a labelled wheel, so ``-C variant-label`` cannot reach us there; the pin
     wheel-variants.md gives uv is the wheel's URL with its sha256. It holds against uv's own pick, and a
-    wrong hash fails the install."""
+    wrong hash fails the install. It works for a build uv's own providers accept here (a GPU build with SASS
+    for this GPU), not for a CPU build, whose property uv cannot judge ("only unsupported wheel variants")."""
     host = ("13.0", "9.0")
     with serve(site) as base:
         url = f"{base}/simple"
         assert uv_install(venv, url, host).returncode == 0
         native = installed_label(venv)
-        # another build uv can install here (one its own providers describe), e.g. the CPU baseline
-        other = [c for c in engine_ranking(url, host, site) if described_here(c, host, catalog)]
-        label = str(other[-1]["label"])
-        assert label != native
-        (pinned,) = other[-1]["files"][:1]  # type: ignore[index]
+        # another build uv can install here: one with SASS for this GPU (the CUDA 12 sm_90 build)
+        ranked = engine_ranking(url, host, site)
+        other = [c for c in ranked if c["label"] != native and _sass_for(c, host[1], catalog)]
+        label = str(other[0]["label"])
+        (pinned,) = other[0]["files"][:1]  # type: ignore[index]
         wheel_url, sha256 = pinned["url"], pinned["sha256"]
         pin = f"hvd-selector @ {wheel_url}#sha256={sha256}"
         done = uv_install(venv, url, host, requirement=pin)
@@ -177,5 +201,14 @@ def test_a_pin_under_uvs_variants_preview_is_the_wheel_url_with_its_hash(
         assert installed_label(venv) == label != native
         tampered = f"hvd-selector @ {wheel_url}#sha256={'0' * 64}"
         done = uv_install(venv, url, host, requirement=tampered)
-    assert done.returncode != 0 and "hash" in done.stderr.lower(), done.stderr[-2000:]
-    assert installed_label(venv) == label
+        assert done.returncode != 0 and "hash" in done.stderr.lower(), done.stderr[-2000:]
+        assert installed_label(venv) == label
+        cpu = next(c for c in ranked if c["variant"]["cuda"] == "none")  # type: ignore[index]
+        done = uv_install(venv, url, host, requirement=f"hvd-selector @ {cpu['files'][0]['url']}")  # type: ignore[index]
+    assert done.returncode != 0 and "only unsupported wheel variants" in done.stderr, done.stderr[-2000:]
+
+
+def _sass_for(candidate: dict[str, object], capability: str, catalog: Catalog) -> bool:
+    """The build carries SASS for a GPU of this compute capability (its ``nvidia :: sm_arch`` says so)."""
+    props = variant_json.properties(catalog.parse_variant(candidate["variant"]), catalog)  # type: ignore[arg-type]
+    return f"{capability.replace('.', '')}_real" in props.get("nvidia", {}).get("sm_arch", [])

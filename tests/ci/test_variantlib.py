@@ -129,6 +129,11 @@ PROFILES = {
     "neoverse_v2": {"HVD_SELECTOR_TARGET": "neoverse_v2", "HVD_SELECTOR_MPI": "none"},
     "neoverse_v1 Open MPI": {"HVD_SELECTOR_TARGET": "neoverse_v1", "HVD_SELECTOR_MPI": "openmpi 5.0.3"},
     "selector tensor_ops=gloo, MPICH": {"HVD_SELECTOR": "tensor_ops=gloo", "HVD_SELECTOR_MPI": "mpich 4.2.0"},
+    "GTX 1080": {"HVD_SELECTOR_NVML_REPLAY": str(REPO / "tests" / "data" / "nvml" / "gtx1080.json")},
+    "GTX 1080, selector cpu": {
+        "HVD_SELECTOR_NVML_REPLAY": str(REPO / "tests" / "data" / "nvml" / "gtx1080.json"),
+        "HVD_SELECTOR": "cpu",
+    },
 }
 
 PLUGIN_ANSWERS = (
@@ -216,6 +221,10 @@ def test_the_provider_wheel_answers_through_variantlib_without_hvd_selector(
     assert ("mpi" in answers.get("tensor_ops", [])) == mpi, answers
     if name.startswith("neoverse_v2"):
         assert answers["target"][0] == "neoverse_v2" and "neoverse_v1" not in answers["target"]
+    # a CPU build (nvidia_gpu :: unused) only where there is no NVIDIA GPU or the CPU build is asked for
+    cpu_build = not host.nvidia_gpus() or PROFILES[name].get("HVD_SELECTOR") == "cpu"
+    assert (answers.get(variant_json.CPU_BUILD[0]) == [variant_json.CPU_BUILD[1]]) == cpu_build, answers
+    assert bool(host.nvidia_gpus()) == name.startswith("GTX 1080")
 
 
 def _env(overrides: dict[str, str], site: Path) -> dict[str, str]:
