@@ -1,11 +1,14 @@
 """Which NCCL a GPU build uses: the NCCL wheel of the build's own CUDA line.
 
-Metadata is identical for every variant, so the backend cannot add the right
-NCCL wheel as a dependency. Instead each CUDA line has its own extra
-(``gpu-nvidia-cu12`` -> ``nvidia-nccl-cu12``), the runtime loads NCCL lazily
-(the wheel in site-packages, e.g. the one PyTorch installed, else the
-system's libnccl.so.2), and the backend and ``doctor`` name the extra that
-pairs with the build they chose or found.
+Metadata is identical for every variant, so hvd-selector's own metadata cannot
+name the right NCCL wheel. Each CUDA line has its own extra
+(``gpu-nvidia-cu12`` -> ``nvidia-nccl-cu12``), and the ``gpu-nvidia`` extra
+pins the companion ``hvd-selector-nccl``, an sdist whose backend requires the
+extra's NCCL wheel for the build hvd-selector chooses on the installing host
+(``install.nccl_companion``). The runtime loads NCCL lazily (the wheel in
+site-packages, e.g. the one PyTorch installed, else the system's
+libnccl.so.2), and the backend and ``doctor`` name the extra that pairs with
+the build they chose or found.
 """
 
 from __future__ import annotations
@@ -25,10 +28,15 @@ def nccl_line(dist: str) -> str | None:
     return None
 
 
+def line_extra(line: str) -> str:
+    """The extra that brings the NCCL wheel of CUDA ``line`` (``13`` -> ``gpu-nvidia-cu13``)."""
+    return f"gpu-nvidia-cu{line}"
+
+
 def extra_for(variant: Variant) -> str | None:
     """The extra that brings this build's NCCL, or None for a build without NCCL."""
     cuda = str(variant.get("cuda", "none"))
-    return f"gpu-nvidia-cu{cuda}" if variant.get("tensor_ops") == "nccl" and cuda in NCCL_WHEEL else None
+    return line_extra(cuda) if variant.get("tensor_ops") == "nccl" and cuda in NCCL_WHEEL else None
 
 
 class PairProblem(NamedTuple):

@@ -317,8 +317,9 @@ def _announce(plan: Plan) -> None:
     if nccl_extra:
         cuda = str(plan.variant.get("cuda", "none"))
         notice(
-            f"this cuda={cuda} build loads NCCL at run time from {NCCL_WHEEL[cuda]} (PyTorch's CUDA {cuda} wheels "
-            f"bring it) or the system's libnccl.so.2; without either: pip install 'hvd-selector[{nccl_extra}]'"
+            f"this cuda={cuda} build loads NCCL at run time from {NCCL_WHEEL[cuda]} (the [gpu-nvidia] or "
+            f"[{nccl_extra}] extra installs it; PyTorch's CUDA {cuda} wheels bring it too) or the system's "
+            f"libnccl.so.2; without either: pip install 'hvd-selector[gpu-nvidia]'"
         )
     installed = _installed_variant()
     if installed is not None and installed != plan.variant:

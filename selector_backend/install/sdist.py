@@ -207,6 +207,12 @@ def finish_sdist(
         info = tarfile.TarInfo(f"{top}/selector_backend/_vendor/{rel}")
         info.size = len(blob)
         members.append((info, blob))
+    write_sdist(sdist, members, mtime)
+
+
+def write_sdist(sdist: Path, members: list[tuple[tarfile.TarInfo, bytes | None]], mtime: int) -> None:
+    """Write ``members`` as the gzipped tar ``sdist`` (atomically), reproducibly: sorted members, normalized
+    owner and mode, one ``mtime``, and a gzip header with no file name."""
     fd, tmp = tempfile.mkstemp(dir=sdist.parent, prefix=f".{sdist.name}.", suffix=".tmp")
     os.close(fd)
     try:

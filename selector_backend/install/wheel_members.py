@@ -67,3 +67,22 @@ def _member(name: str, like: zipfile.ZipInfo) -> zipfile.ZipInfo:
     info.compress_type = zipfile.ZIP_DEFLATED
     info.external_attr = 0o644 << 16
     return info
+
+
+def write_wheel(target: Path, files: Mapping[str, bytes]) -> Path:
+    """A pure wheel at ``target`` holding ``files`` (its ``.dist-info`` among them) and their RECORD, written
+    atomically and reproducibly: members in the given order, dated 1980-01-01 (the zip epoch), mode 0644."""
+    dist_info = next(name.split("/")[0] for name in files if name.endswith(".dist-info/METADATA"))
+    rows = [record_row(name, data) for name, data in files.items()]
+    members = {**files, f"{dist_info}/RECORD": ("\n".join([*rows, f"{dist_info}/RECORD,,"]) + "\n").encode()}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, target)
+    return target

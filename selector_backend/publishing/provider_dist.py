@@ -17,14 +17,12 @@ for its own axes by its own preferences (``variant_json.plugin_api``).
 
 from __future__ import annotations
 
-import os
-import zipfile
 from pathlib import Path
 
 from selector_backend import PACKAGE_DIR
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import Catalog
-from selector_backend.install.origin_record import record_row
+from selector_backend.install.wheel_members import write_wheel
 
 MODULE = variant_json.PLUGIN_API.split(":")[0]  # hvd-selector's
 REQUIRES = ("archspec>=0.2.5", "packaging>=22", "tomli>=1.1; python_version < '3.11'")
@@ -97,19 +95,4 @@ def provider_files(catalog: Catalog) -> dict[str, bytes]:
 
 def build_provider_wheel(outdir: Path, catalog: Catalog) -> Path:
     """Write the provider wheel into ``outdir`` (reproducibly: fixed member dates and order); return it."""
-    files = provider_files(catalog)
-    dist_info = next(name.split("/")[0] for name in files if name.endswith(".dist-info/METADATA"))
-    record = [record_row(name, data) for name, data in files.items()]
-    files[f"{dist_info}/RECORD"] = ("\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n").encode()
-    outdir.mkdir(parents=True, exist_ok=True)
-    target = outdir / wheel_name(catalog)
-    tmp = target.with_name(f".{target.name}.tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in files.items():
-            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, target)
-    return target
+    return write_wheel(outdir / wheel_name(catalog), provider_files(catalog))

@@ -582,13 +582,16 @@ def companion_requirements(source_dir: Path) -> list[str]:
     return list(dict.fromkeys(needs))
 
 
-def build_companions(source_dir: Path, outdir: Path, catalog: Catalog) -> list[Path]:
+def build_companions(source_dir: Path, outdir: Path, catalog: Catalog, *, sdists: Sequence[Path] = ()) -> list[Path]:
     """Every distribution the release carries beside the variant wheels and the sdist: the namespace's
-    variant provider (``provider_dist``) and each ``companion_sources`` tree as a wheel. Without them an
-    index serves ``hvd-selector`` but not ``hvd-selector[horovod]`` (its extra pins the companion)."""
+    variant provider (``provider_dist``), each ``companion_sources`` tree as a wheel, and, made from each of
+    the release's ``sdists``, the NCCL companion sdist (``nccl_companion``). Without them an index serves
+    ``hvd-selector`` but not ``hvd-selector[horovod]`` or ``[gpu-nvidia]`` (their extras pin the companions)."""
+    from selector_backend.publishing.nccl_companion import nccl_companion_sdist
     from selector_backend.publishing.provider_dist import build_provider_wheel
 
     made = [build_provider_wheel(outdir / "provider", catalog)]
+    made += [p for p in (nccl_companion_sdist(s, outdir / "nccl") for s in sdists) if p is not None]
     # The same bytes on every run (a re-run publish must find the published name unchanged): the wheel
     # builder dates every member SOURCE_DATE_EPOCH, 1980-01-01 (the zip epoch) unless the release sets it.
     env = {**os.environ, "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "315532800")}

@@ -118,7 +118,8 @@ def publish_index(dest: Path, wheels: list[Path], sdist: Path) -> Path:
     catalog = load_catalog()
     publish(wheels, dest, catalog, sdists=[sdist], progress=False)
     with tempfile.TemporaryDirectory(prefix="hvd-companions-") as work:
-        publish_companions(build_companions(REPO, Path(work), catalog), dest, catalog, progress=False)
+        companions = build_companions(REPO, Path(work), catalog, sdists=[sdist])
+        publish_companions(companions, dest, catalog, progress=False)
     return dest
 
 

@@ -46,8 +46,10 @@ def make_wheel(
     catalog: Catalog,
     payload: bytes = b"",
     tag: str = "cp311-cp311-manylinux_2_28_x86_64",
+    guard: bool = False,
 ) -> Path:
-    """A minimal valid wheel carrying variant.json (what the build writes)."""
+    """A minimal valid wheel carrying variant.json (what the build writes); with ``guard``, also the import
+    guard's copy of it, so that the backend installs it (``install.build.verify_wheel_variant``)."""
     dist = f"hvd_selector-{catalog.version}"
     metadata = f"Metadata-Version: 2.1\nName: hvd-selector\nVersion: {catalog.version}\n"
     wheel_info = f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n"
@@ -57,17 +59,20 @@ def make_wheel(
         f"{dist}.dist-info/WHEEL": wheel_info.encode(),
         f"{dist}.dist-info/variant.json": variant_json.dumps(variant, catalog).encode(),
     }
+    if guard:
+        files["hvd_selector/variant.json"] = files[f"{dist}.dist-info/variant.json"]
     return write_wheel(directory / f"{dist}-{tag}.whl", files)
 
 
-def publish_matrix(root: Path, catalog: Catalog, python: str = "cp311") -> Path:
+def publish_matrix(root: Path, catalog: Catalog, python: str = "cp311", guard: bool = False) -> Path:
     """The whole prebuilt matrix published under ``root/site`` as small wheels carrying the real variant
-    metadata, one per variant, tagged for ``python`` and its machine; returns the index root."""
+    metadata (``make_wheel``'s ``guard``: installable), one per variant, tagged for ``python`` and its machine;
+    returns the index root."""
     wheels = []
     for i, variant in enumerate(catalog.prebuilt_variants()):
         family = catalog.target_family[str(variant["target"])]
         tag = f"{python}-{python}-manylinux_2_28_{family}"
-        wheels.append(make_wheel(root / "in" / str(i), variant, catalog, tag=tag))
+        wheels.append(make_wheel(root / "in" / str(i), variant, catalog, tag=tag, guard=guard))
     publish.publish(wheels, root / "site", catalog, progress=False)
     return root / "site"
 

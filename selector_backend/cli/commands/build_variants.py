@@ -160,9 +160,10 @@ def _publish_release(args: argparse.Namespace, catalog: Catalog, wheels: list[Pa
     then the variant wheels and sdists on the project's page, then each companion on its own page."""
     from selector_backend.publishing import publish
 
+    sdists = sdists + _index_sdist(args)
     with tempfile.TemporaryDirectory(prefix="hvd-companions-") as work:  # the index keeps its own copies
-        companions = publish.build_companions(_source(args), Path(work), catalog)
-        done = publish.publish(wheels, args.index, catalog, sdists=sdists + _index_sdist(args))
+        companions = publish.build_companions(_source(args), Path(work), catalog, sdists=sdists)
+        done = publish.publish(wheels, args.index, catalog, sdists=sdists)
         others = publish.publish_companions(companions, args.index, catalog)
     _report(done, args.index, publish.normalize(catalog.name))
     for page in others:
