@@ -11,7 +11,8 @@ shares one decision between pip's hook processes; ``sdist`` and ``metadata``
 produce the distribution pip sees; ``origin_record`` adds the install
 record to the wheel pip installs (``wheel_members`` adds a member with its RECORD
 row; ``import_guard`` the import-time check an adopting project's wheel carries); ``console`` prints what a plain
-``pip install`` must show.
+``pip install`` must show; ``nccl_companion`` is the backend of the ``[gpu-nvidia]``
+companion, which declares the NCCL wheel of the build ``backend`` plans.
 """
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "index_cache",
     "index_groups",
     "metadata",
+    "nccl_companion",
     "origin_record",
     "plan_reuse",
     "sdist",
