@@ -16,8 +16,12 @@ from selector_backend.detect.bounded import find_program
 
 from .engine_helpers import ROOT, clean_env
 
-# shutil.which pulled in shutil, which imports bz2, lzma and zlib, each loading a shared library
-KEPT_OFF = ("shutil", "bz2", "lzma", "zlib")
+KEPT_OFF = (
+    # shutil.which pulled in shutil, which imports bz2, lzma and zlib, each loading a shared library
+    *("shutil", "bz2", "lzma", "zlib"),
+    # a plain command line is read from the command's declared arguments (cli.arguments), not by argparse
+    *("argparse", "gettext", "selector_backend.cli.parsers"),
+)
 
 
 def imported_by_a_cold_resolve(tmp_path: Path) -> set[str]:
