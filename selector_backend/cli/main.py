@@ -2,19 +2,26 @@
 
 Each module in ``selector_backend.cli.commands`` defines NAME, HELP,
 ``add_arguments(parser)`` and ``run(args) -> int`` and keeps heavy imports
-inside ``run`` so ``--help`` and every command start fast. Errors derived
-from SelectorError print one line and exit with their documented code.
+inside ``run`` so ``--help`` and every command start fast. A module that
+declares its options as data (``ARGUMENTS``, ``cli.arguments``) has a plain
+command line read without argparse; argparse (``cli.parsers``) reads every
+other one and prints help and usage errors. Errors derived from
+SelectorError print one line and exit with their documented code.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
+from selector_backend.cli.arguments import parse_simple
 from selector_backend.errors import EXIT_INTERNAL, SelectorError
+
+if TYPE_CHECKING:
+    import argparse
+    from types import SimpleNamespace
 
 # Order is the order of `hvd-selector --help`.
 COMMAND_MODULES = (
@@ -61,55 +68,11 @@ def _version() -> str:
         return f"{load_catalog().version} (source checkout)"
 
 
-class SetupFormatter(argparse.HelpFormatter):
-    """The formatter argparse builds on every ``add_argument`` to check the metavar: it lays nothing out
-    for a reader, so it needs no terminal width (the default asks the terminal once per argument)."""
-
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int = 80) -> None:
-        super().__init__(prog, indent_increment, max_help_position, width)
-
-
-class SuggestingParser(argparse.ArgumentParser):
-    """argparse's 'invalid choice' (a command, a sub-command, a --format) with the closest choice,
-    as every other unknown name gets (Python 3.14's suggest_on_error, for every Python).
-
-    Help and usage are laid out for the terminal's width, asked for only when they are printed
-    (``--help`` or an error): until then a parser given no formatter class uses ``SetupFormatter``.
-    A command that sets its own formatter class keeps it.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", SetupFormatter)
-        super().__init__(*args, **kwargs)
-
-    def _for_a_reader(self) -> None:
-        if self.formatter_class is SetupFormatter:
-            self.formatter_class = argparse.HelpFormatter
-
-    def format_usage(self) -> str:
-        self._for_a_reader()
-        return super().format_usage()
-
-    def format_help(self) -> str:
-        self._for_a_reader()
-        return super().format_help()
-
-    def error(self, message: str) -> NoReturn:
-        import re
-
-        from selector_backend.errors import did_you_mean
-
-        bad = re.search(r"invalid choice: '?([^'\s]*)'? \(choose from (.*)\)$", message)
-        if bad:
-            choices = [c.strip().strip("'\"") for c in bad.group(2).split(",")]
-            hint = did_you_mean(bad.group(1), choices)
-            message = (
-                message[: bad.start()] + f"invalid choice {bad.group(1)!r}{hint}; choose from {', '.join(choices)}"
-            )
-        super().error(message)
-
-
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    import argparse
+
+    from selector_backend.cli.parsers import SuggestingParser
+
     class VersionAction(argparse.Action):
         """--version, looked up only when asked (cold start stays cheap)."""
 
@@ -141,6 +104,8 @@ def command_parser(name: str) -> argparse.ArgumentParser | None:
 
     None when ``name`` is no command's name (the full parser then says so, with the closest choice).
     """
+    from selector_backend.cli.parsers import SuggestingParser
+
     if name.replace("-", "_") not in COMMAND_MODULES:
         return None
     (module,) = _load_commands(name)
@@ -152,18 +117,32 @@ def command_parser(name: str) -> argparse.ArgumentParser | None:
     return parser
 
 
+def plainly_parsed(name: str, argv: Sequence[str]) -> SimpleNamespace | None:
+    """One command's arguments read without argparse, as argparse would read them; None where the command
+    declares no ``ARGUMENTS`` or the command line is not plain (``cli.arguments``)."""
+    if name.replace("-", "_") not in COMMAND_MODULES:
+        return None
+    (module,) = _load_commands(name)
+    arguments = getattr(module, "ARGUMENTS", None)
+    if name != module.NAME or arguments is None:
+        return None
+    return parse_simple(arguments, argv, module.run)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = argv[0] if argv and not argv[0].startswith("-") else None
-    parser = command_parser(first) if first else None
-    if parser is not None:
-        args = parser.parse_args(argv[1:])
-    else:
-        parser = build_parser(first)
-        args = parser.parse_args(argv)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return 2
+    args: Any = plainly_parsed(first, argv[1:]) if first else None
+    if args is None:
+        parser = command_parser(first) if first else None
+        if parser is not None:
+            args = parser.parse_args(argv[1:])
+        else:
+            parser = build_parser(first)
+            args = parser.parse_args(argv)
+        if not getattr(args, "_run", None):
+            parser.print_help()
+            return 2
     try:
         return int(args._run(args))
     except SelectorError as exc:

@@ -10,11 +10,10 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 
-from selector_backend.detect.bounded import run_text
+from selector_backend.detect.bounded import find_program, run_text
 from selector_backend.engine.host import LibraryInfo
 
 # Debian's multiarch directory name (lib/x86_64-linux-gnu): named, not globbed, since a
@@ -128,7 +127,7 @@ def detect_mpi(notes: list[str], timeout: float | None = None) -> LibraryInfo | 
         hit = wheel_version(dist)
         if hit:
             found.append(LibraryInfo(impl, hit[0], f"pip wheel {dist} in {hit[1]}"))
-    mpiexec = shutil.which("mpiexec") or shutil.which("mpirun")
+    mpiexec = find_program("mpiexec") or find_program("mpirun")
     if mpiexec:
         parsed = launcher_by_name(os.path.realpath(mpiexec))
         if parsed is None:

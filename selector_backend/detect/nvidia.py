@@ -10,11 +10,10 @@ boundary: with HVD_SELECTOR_NVML_REPLAY=FILE it returns recorded NVML answers
 import contextlib
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from selector_backend.detect.bounded import call_with_timeout, run_text
+from selector_backend.detect.bounded import call_with_timeout, find_program, run_text
 from selector_backend.engine.host import GpuInfo
 
 PROC_VERSION = Path("/proc/driver/nvidia/version")
@@ -100,7 +99,7 @@ def detect(notes: list[str], timeout: float | None = None) -> NvidiaFacts:
             notes.append(f"nvml: {type(exc).__name__}: {exc}".rstrip(": "))
     elif not os.environ.get("HVD_SELECTOR_NVML_REPLAY"):
         notes.append("nvml: no NVIDIA kernel driver (no /proc/driver/nvidia/version or /dev/nvidiactl)")
-    smi = shutil.which("nvidia-smi")
+    smi = find_program("nvidia-smi")
     summary = run_text([smi], notes, timeout) if smi else None
     if smi and summary is not None:  # None: timed out or failed (noted); do not wait a second time
         query = [smi, "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"]

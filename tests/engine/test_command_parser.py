@@ -4,8 +4,12 @@ arguments, defaults, usage and errors as the full ``hvd-selector`` parser gives 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from selector_backend.cli import main
 
@@ -98,3 +102,55 @@ def test_help_and_errors_are_laid_out_for_the_terminal(
     usage = capsys.readouterr().err.splitlines()
     assert max(map(len, usage[:-1])) <= columns  # the error line itself is not wrapped
     assert (len(usage) == 2) == (columns > 80)  # one usage line when it fits, several at 50 columns
+
+
+# Pieces of resolve command lines: flags and values as programs write them, and shapes only argparse reads
+# (an abbreviation, "--", a value that looks like an option, an attached short value, help).
+PLAIN_PIECES = [
+    *("--json", "--explain", "--all", "--require-prebuilt", "--index-url", "--index-url=file:///i"),
+    *("--selector", "cpu", "target=x86_64_v3", "-C", "--config-setting", "--config-setting=a=b", "a=b"),
+    *("--catalog", "--catalog=variants/catalog.toml", "--host-profile", "p.json", "--host-profile=", ""),
+]
+ODD_PIECES = ["--js", "--", "-", "-Ca=b", "--json=1", "-x", "--help", "-h", "positional"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(argv=st.lists(st.sampled_from(PLAIN_PIECES) | st.sampled_from(ODD_PIECES), max_size=7))
+@example(argv=["--json", "--explain"])
+@example(argv=["--selector", "--json"])
+def test_a_plain_command_line_reads_as_argparse_reads_it(argv: list[str]) -> None:
+    """Where the plain reading answers, argparse reads the same values; where argparse refuses (or prints
+    help), the plain reading leaves the command line to it."""
+    plain = main.plainly_parsed("resolve", argv)
+    parser = main.command_parser("resolve")
+    assert parser is not None
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            want = vars(parser.parse_args(argv))
+        except SystemExit:
+            assert plain is None
+            return
+    if plain is not None:
+        assert vars(plain) == want
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--json"],
+        ["--json", "--index-url", "https://example.org/simple/"],
+        ["--explain", "--all", "--selector=cpu", "-C", "a=b", "--config-setting", "c=d"],
+        ["--json", "--require-prebuilt", "--host-profile", "p.json", "--catalog", "variants/catalog.toml"],
+    ],
+)
+def test_what_programs_write_is_read_without_argparse(argv: list[str]) -> None:
+    plain = main.plainly_parsed("resolve", argv)
+    assert plain is not None
+    want = main.command_parser("resolve").parse_args(argv)  # type: ignore[union-attr]
+    assert vars(plain) == vars(want)
+
+
+def test_a_command_without_declared_arguments_is_left_to_argparse() -> None:
+    assert main.plainly_parsed("matrix", []) is None
+    assert main.plainly_parsed("resolv", ["--json"]) is None

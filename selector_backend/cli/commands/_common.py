@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from selector_backend.cli.arguments import Argument, add_all
+
 if TYPE_CHECKING:
     import argparse
 
@@ -14,30 +16,38 @@ if TYPE_CHECKING:
     from selector_backend.settings import Settings
 
 
-def add_resolution_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+CONFIG_SETTING = Argument(
+    "-C",
+    "--config-setting",
+    action="append",
+    default=[],
+    metavar="KEY=VALUE",
+    help="any setting, as pip's -C (e.g. -C target=x86_64_v3); highest precedence",
+)
+
+# The options of every command that resolves.
+RESOLUTION_ARGUMENTS = (
+    Argument(
         "--host-profile",
         metavar="FILE",
         help="resolve for the HostProfile JSON in FILE instead of this machine (missing fields mean absent)",
-    )
-    parser.add_argument(
+    ),
+    Argument(
         "--selector",
         metavar="SEL",
         help="auto (default), cpu, gpu-nvidia, and/or pins like 'tensor_ops=mpi cuda_arch=80'",
-    )
-    parser.add_argument("--catalog", type=Path, metavar="FILE", help="variant catalog (default: the project's)")
-    add_config_setting_argument(parser)
+    ),
+    Argument("--catalog", type=Path, metavar="FILE", help="variant catalog (default: the project's)"),
+    CONFIG_SETTING,
+)
+
+
+def add_resolution_arguments(parser: argparse.ArgumentParser) -> None:
+    add_all(parser, RESOLUTION_ARGUMENTS)
 
 
 def add_config_setting_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-C",
-        "--config-setting",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any setting, as pip's -C (e.g. -C target=x86_64_v3); highest precedence",
-    )
+    add_all(parser, (CONFIG_SETTING,))
 
 
 def settings_from_args(args: argparse.Namespace, pyproject: Mapping[str, Any] | None = None) -> Settings:

@@ -6,7 +6,8 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from selector_backend.cli.commands._common import add_resolution_arguments, catalog_from_args, settings_from_args
+from selector_backend.cli.arguments import Argument, add_all
+from selector_backend.cli.commands._common import RESOLUTION_ARGUMENTS, catalog_from_args, settings_from_args
 
 if TYPE_CHECKING:
     import argparse
@@ -21,24 +22,31 @@ EXPLAIN_WHEELS = 3  # wheels shown under each candidate without --all
 HELP = "rank the prebuilt variants for this machine (or --host-profile) and select the best"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    out = parser.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="machine-readable resolution")
-    out.add_argument(
-        "--explain", action="store_true", help=f"the top {EXPLAIN_TOP} candidates with their reasons (--all: every one)"
-    )
-    parser.add_argument("--all", action="store_true", help="with --explain: every candidate, however many")
-    parser.add_argument(
+ARGUMENTS = (
+    Argument("--json", group="output", action="store_true", help="machine-readable resolution"),
+    Argument(
+        "--explain",
+        group="output",
+        action="store_true",
+        help=f"the top {EXPLAIN_TOP} candidates with their reasons (--all: every one)",
+    ),
+    Argument("--all", action="store_true", help="with --explain: every candidate, however many"),
+    Argument(
         "--require-prebuilt",
         action="store_true",
         help="exit 3 when no prebuilt candidate fits (instead of naming a source build)",
-    )
-    parser.add_argument(
+    ),
+    Argument(
         "--index-url",
         metavar="URL",
         help="rank the wheels of this variant index instead of the catalog's prebuilt matrix",
-    )
-    add_resolution_arguments(parser)
+    ),
+    *RESOLUTION_ARGUMENTS,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_all(parser, ARGUMENTS)
 
 
 def run(args: argparse.Namespace) -> int:
