@@ -83,5 +83,7 @@ expect_mismatch("op", lambda: hvd.allreduce(np.ones(3), op=hvd.Max if rank == 1 
 expect_mismatch("row", lambda: hvd.allgather(np.ones((rank + 1, 3 if rank == 0 else 2))))
 gathered = hvd.allgather(np.full((rank + 1, 2), rank))  # first dimensions may differ: no error
 ok = gathered.shape == (size * (size + 1) // 2, 2) and int(gathered[-1, 0]) == size - 1
-(out_dir / f"rank{rank}.json").write_text(json.dumps({"per_call": per_call, "segments": segments, "errors": errors, "ragged_ok": ok}))
+(out_dir / f"rank{rank}.json").write_text(
+    json.dumps({"per_call": per_call, "segments": segments, "errors": errors, "ragged_ok": ok})
+)
 hvd.shutdown()
