@@ -281,10 +281,11 @@ bool agree_compact(Backend& b, const Descriptor& mine, bool vary_first_dim, cons
     if (summaries[r].digest != summaries[0].digest || summaries[r].first_dim < 0) return false;
     all[r].shape[0] = summaries[r].first_dim;
   }
-  if (payloads) {
-    payloads->resize(b.size());
-    sizes->resize(b.size());
-    for (int r = 0; r < b.size(); ++r) {
+  if (payloads) {  // without blocks (MPI, a hierarchy's wrapper) nobody carried anything
+    const bool carried_any = b.block_limit() > 0;
+    payloads->assign(b.size(), nullptr);
+    sizes->assign(b.size(), 0);
+    for (int r = 0; r < b.size() && carried_any; ++r) {
       (*payloads)[r] = blocks[r] + kSummaryBytes;
       (*sizes)[r] = lengths[r] - kSummaryBytes;
     }
