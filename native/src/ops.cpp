@@ -235,14 +235,16 @@ hvd_status hvd_broadcast(hvd_tensor* inout, int root) {
     Descriptor d = describe(Kind::Broadcast, inout, -1, root);
     size_t count = static_cast<size_t>(num_elements(*inout));
     const size_t bytes = count * dtype_size(inout->dtype);
-    if (inout->device == HVD_DEVICE_CPU && b.size() > 1 && bytes <= carry_limit(b, false)) {
-      // A small buffer travels with the root's summary: one round in all.
+    if (inout->device == HVD_DEVICE_CPU && !b.sized_slots() && b.size() > 1 &&
+        bytes <= carry_limit(b, false)) {
+      // A small buffer travels with the root's summary: one round in all. (Not
+      // on shared memory: every rank's slot would grow to the buffer, and two
+      // exchanges through the segment measured no slower than that one.)
       std::vector<const unsigned char*> from;
       std::vector<size_t> sizes;
       agree(d, false, b.rank() == root ? inout->data : nullptr, bytes, &from, &sizes);
       std::vector<size_t> expected(b.size(), 0);
       expected[root] = bytes;
-      if (b.sized_slots()) expected.assign(b.size(), bytes);  // shared memory: every slot has the call's size
       require_carried(sizes, expected, "broadcast");
       if (b.rank() != root && bytes) std::memcpy(inout->data, from[root], bytes);
       return;
