@@ -155,7 +155,7 @@ def test_agreement_round_is_compact_and_still_names_the_difference(gloo_build: B
 def test_a_small_collective_is_one_round_with_its_agreement(gloo_build: Build, np_: int, tmp_path: Path) -> None:
     """A 4 KiB allreduce, allgather or broadcast rides in the agreement round (state.h, agree()): each rank
     sends one message per Bruck round, ceil(log2 p) in all, instead of the agreement round's and then the
-    data's (4 at 3 or 4 ranks for allreduce and allgather, before)."""
+    data's (main sends 3 for a 4 KiB allreduce at 3 ranks)."""
     proc = launch(gloo_build, np_, "agreement.py", str(tmp_path), cwd=tmp_path, timeout=180, HVD_SELECTOR_SHM="0")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rounds = math.ceil(math.log2(np_))
