@@ -47,6 +47,15 @@ class Backend {
   virtual size_t inline_limit() const { return 0; }
   virtual bool sized_slots() const { return false; }
 
+  // The network's agreement round with payloads (the gloo mesh): blocks of
+  // at most block_limit() bytes whose lengths may differ between ranks (each
+  // rank sizes its own to its call, so ranks that disagree still take part),
+  // every rank's in rank order in one allgather: blocks[r]/sizes[r], valid
+  // until the next call. block_limit() 0: the transport has none (MPI).
+  virtual size_t block_limit() const { return 0; }
+  virtual void gather_blocks(const void* mine, size_t bytes, std::vector<const unsigned char*>& blocks,
+                             std::vector<size_t>& sizes);
+
   // A communicator of the global `ranks` (called by those members only):
   // process set `id`, connected through `store` where the transport needs it
   // (the default: HVD_ERR_UNAVAILABLE naming the transport).

@@ -215,6 +215,16 @@ Descriptor describe(Kind kind, const hvd_tensor* t, int op, int root) {
   return d;
 }
 
+void Backend::gather_blocks(const void*, size_t, std::vector<const unsigned char*>&, std::vector<size_t>&) {
+  throw Error(HVD_ERR_INTERNAL, "the " + transport() + " transport has no agreement blocks");
+}
+
+size_t carry_limit(const Backend& b, bool every_rank_carries) {
+  if (b.sized_slots()) return b.inline_limit();
+  if (b.block_limit() <= kSummaryBytes || b.size() < 2) return 0;
+  return (b.block_limit() - kSummaryBytes) / (every_rank_carries ? static_cast<size_t>(b.size()) : 1);
+}
+
 void check_agreement_impl(const std::vector<Descriptor>& all, bool vary_first_dim);
 
 namespace {
@@ -231,24 +241,54 @@ uint64_t digest(const Descriptor& d, bool vary_first_dim) {
   return h;
 }
 
+struct Summary {
+  uint64_t digest;
+  int64_t first_dim;
+};
+static_assert(sizeof(Summary) == kSummaryBytes, "a summary is 16 bytes");
+
 // The compact agreement round: an allgather of 16 bytes per rank ({digest,
-// shape[0]}) instead of a descriptor and a fixed payload slot. It is the
-// same exchange whatever each rank called, so ranks that disagree still
-// exchange equal-sized messages; every rank decides from the same gathered
-// bytes, so all of them answer alike. false (some rank differs) sends them
-// all to the full round, whose descriptors name the difference.
-bool agree_compact(Backend& b, const Descriptor& mine, bool vary_first_dim, std::vector<Descriptor>& all) {
+// shape[0]}) instead of a descriptor and a fixed payload slot. On the gloo
+// mesh each rank's block is its summary followed by the payload it carries
+// (`carried` bytes, often none), so a small collective's data travels in
+// this same round; the blocks' lengths may differ, so ranks that disagree
+// still take part in the same exchange. Every rank decides from the same
+// gathered bytes, so all of them answer alike. false (some rank differs)
+// sends them all to the full round, whose descriptors name the difference.
+bool agree_compact(Backend& b, const Descriptor& mine, bool vary_first_dim, const void* payload,
+                   size_t carried, std::vector<Descriptor>& all, std::vector<const unsigned char*>* payloads,
+                   std::vector<size_t>* sizes) {
   all.assign(b.size(), mine);
-  struct Summary {
-    uint64_t digest;
-    int64_t first_dim;
-  };
-  std::vector<Summary> summaries(b.size());
   Summary own{digest(mine, vary_first_dim), mine.shape[0]};
-  b.allgather(&own, summaries.data(), sizeof(Summary));
+  static std::vector<const unsigned char*> blocks;  // under the agreement round's one caller at a time
+  static std::vector<size_t> lengths;
+  static std::vector<Summary> summaries;
+  summaries.resize(b.size());
+  if (b.block_limit() > 0) {
+    std::vector<unsigned char>& send = g_agree_buffer;
+    if (send.size() < kSummaryBytes + carried) send.resize(kSummaryBytes + carried);
+    std::memcpy(send.data(), &own, kSummaryBytes);
+    if (carried) kernels::copy(send.data() + kSummaryBytes, payload, carried);
+    b.gather_blocks(send.data(), kSummaryBytes + carried, blocks, lengths);
+    for (int r = 0; r < b.size(); ++r) {
+      if (lengths[r] < kSummaryBytes) return false;
+      std::memcpy(&summaries[r], blocks[r], kSummaryBytes);
+    }
+  } else {
+    b.allgather(&own, summaries.data(), kSummaryBytes);
+  }
   for (int r = 0; r < b.size(); ++r) {
     if (summaries[r].digest != summaries[0].digest || summaries[r].first_dim < 0) return false;
     all[r].shape[0] = summaries[r].first_dim;
+  }
+  if (payloads) {  // without blocks (MPI, a hierarchy's wrapper) nobody carried anything
+    const bool carried_any = b.block_limit() > 0;
+    payloads->assign(b.size(), nullptr);
+    sizes->assign(b.size(), 0);
+    for (int r = 0; r < b.size() && carried_any; ++r) {
+      (*payloads)[r] = blocks[r] + kSummaryBytes;
+      (*sizes)[r] = lengths[r] - kSummaryBytes;
+    }
   }
   return true;
 }
@@ -256,15 +296,18 @@ bool agree_compact(Backend& b, const Descriptor& mine, bool vary_first_dim, std:
 }  // namespace
 
 std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const void* payload,
-                              size_t inline_bytes, std::vector<const unsigned char*>* payloads) {
+                              size_t inline_bytes, std::vector<const unsigned char*>* payloads,
+                              std::vector<size_t>* sizes) {
   Backend& b = backend();
-  if (inline_bytes > b.inline_limit() || (payloads && !b.sized_slots()))
-    throw Error(HVD_ERR_INTERNAL, "inline payload too large or not on shared memory");
-  // Network, nothing riding along: the compact round first; the full one
-  // only when it found a difference (then on every rank).
+  forget_gathered();
+  if (inline_bytes > carry_limit(b, false) || (payloads && !sizes))
+    throw Error(HVD_ERR_INTERNAL, "agreement payload larger than the transport carries");
+  const size_t carried = payload ? inline_bytes : 0;
+  // Network: the compact round first (with the payload on the gloo mesh);
+  // the full one only when it found a difference (then on every rank).
   if (!b.sized_slots() && b.size() > 1) {
     std::vector<Descriptor> all;
-    if (agree_compact(b, mine, vary_first_dim, all)) return all;
+    if (agree_compact(b, mine, vary_first_dim, payload, carried, all, payloads, sizes)) return all;
   }
   // Network: whole descriptors, the same size on every rank. Shared memory:
   // slots sized to this call (a disagreeing rank's descriptor is still read
@@ -273,16 +316,17 @@ std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const
   std::vector<unsigned char>& all = g_agree_buffer;
   if (all.size() < slot * (b.size() + 1)) all.resize(slot * (b.size() + 1));
   unsigned char* send = all.data() + slot * b.size();
-  const size_t carried = payload ? inline_bytes : 0;
   std::memcpy(send, &mine, sizeof(Descriptor));
-  if (carried) kernels::copy(send + sizeof(Descriptor), payload, carried);
-  std::memset(send + sizeof(Descriptor) + carried, 0, slot - sizeof(Descriptor) - carried);
+  if (b.sized_slots() && carried) kernels::copy(send + sizeof(Descriptor), payload, carried);
+  const size_t filled = sizeof(Descriptor) + (b.sized_slots() ? carried : 0);
+  std::memset(send + filled, 0, slot - filled);
   b.allgather(send, all.data(), slot);
   std::vector<Descriptor> descriptors(b.size());
   for (int r = 0; r < b.size(); ++r) std::memcpy(&descriptors[r], all.data() + r * slot, sizeof(Descriptor));
   check_agreement_impl(descriptors, vary_first_dim);
-  if (payloads) {
+  if (payloads) {  // shared memory (the network's full round only runs to throw above, or at one rank)
     payloads->resize(b.size());
+    sizes->assign(b.size(), b.sized_slots() ? inline_bytes : 0);
     for (int r = 0; r < b.size(); ++r) (*payloads)[r] = all.data() + r * slot + sizeof(Descriptor);
   }
   return descriptors;

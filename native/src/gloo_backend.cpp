@@ -24,6 +24,10 @@ namespace {
 // already up when they open more connections (tcp_mesh.h's Rendezvous).
 constexpr size_t kAddressBytes = 96;
 
+// The largest agreement block: a 16-byte summary and a payload of up to
+// 64 KiB (state.h, carry_limit()).
+constexpr size_t kBlockBytes = 16 + (size_t{64} << 10);
+
 std::vector<size_t> offsets(const std::vector<size_t>& bytes) {
   std::vector<size_t> off(bytes.size() + 1, 0);
   for (size_t i = 0; i < bytes.size(); ++i) off[i + 1] = off[i] + bytes[i];
@@ -106,6 +110,12 @@ class TcpBackend : public Backend {
   }
 
   void barrier() override { algorithms_.barrier(); }
+
+  size_t block_limit() const override { return kBlockBytes; }
+  void gather_blocks(const void* mine, size_t bytes, std::vector<const unsigned char*>& blocks,
+                     std::vector<size_t>& sizes) override {
+    algorithms_.gather_blocks(mine, bytes, kBlockBytes, blocks, sizes);
+  }
 
   // A fresh authenticated mesh of the members, rendezvoused through `store`
   // (the caller gives it a key prefix of its own; a fresh nonce with it).

@@ -1,5 +1,6 @@
 // The collectives of the C surface: validate, agree across ranks, scale,
 // then hand bytes to the backend (CPU) or the NCCL plugin (GPU tensors).
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -48,6 +49,47 @@ double post_factor(hvd_op op, double postscale, int size) {
   return op == HVD_AVERAGE ? postscale / static_cast<double>(size) : postscale;
 }
 
+// Whether every rank carried what the agreed call says it should have in
+// the agreement round. Every rank sees the same sizes, so all of them take
+// the same path: false only where a payload was too big for the round, and
+// a rank whose carried bytes contradict the agreed call (a peer of another
+// release) fails every rank alike.
+bool carried_by_all(const std::vector<size_t>& sizes, const std::vector<size_t>& expected, const char* what) {
+  bool all = true;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    if (sizes[r] != expected[r] && sizes[r] != 0)
+      throw Error(HVD_ERR_MISMATCH, std::string(what) + ": rank " + std::to_string(r) + " carried " +
+                                        std::to_string(sizes[r]) + " bytes where the agreed call has " +
+                                        std::to_string(expected[r]) +
+                                        " (another release of hvd_selector on that rank?)");
+    all = all && sizes[r] == expected[r];
+  }
+  return all;
+}
+
+// carried_by_all, where the call's rule had every payload ride along.
+void require_carried(const std::vector<size_t>& sizes, const std::vector<size_t>& expected,
+                     const char* what) {
+  if (!carried_by_all(sizes, expected, what))
+    throw Error(HVD_ERR_MISMATCH,
+                std::string(what) +
+                    ": a rank carried no payload in the agreement round (another release of "
+                    "hvd_selector on that rank?)");
+}
+
+// An allgather's pieces that rode in allgather_prepare's agreement round
+// (the gloo mesh, every piece small): hvd_allgather right after it, with
+// the same input and first dimensions, copies them out instead of
+// exchanging again. Any agreement round drops them (forget_gathered).
+struct Gathered {
+  bool valid = false;
+  const void* data = nullptr;
+  const Backend* backend = nullptr;
+  std::vector<int64_t> first_dims;
+  std::vector<unsigned char> bytes;
+};
+thread_local Gathered t_gathered;
+
 }  // namespace
 
 std::shared_mutex& collectives_lock() {
@@ -60,7 +102,8 @@ void reduce_agreed(const Descriptor& mine, const void* in, void* buf, size_t cou
   Backend& b = backend();
   size_t bytes = count * dtype_size(dtype);
   const void* src = in ? in : buf;
-  if (b.inline_limit() == 0 || bytes > b.inline_limit() || b.size() == 1) {
+  const size_t limit = carry_limit(b, true);
+  if (limit == 0 || bytes > limit || b.size() == 1) {
     agree(mine, false);
     if (b.size() == 1) {
       if (src != buf) std::memcpy(buf, src, bytes);
@@ -70,10 +113,14 @@ void reduce_agreed(const Descriptor& mine, const void* in, void* buf, size_t cou
     return;
   }
   std::vector<const unsigned char*> from;
-  agree(mine, false, src, bytes, &from);
+  std::vector<size_t> sizes;
+  agree(mine, false, src, bytes, &from, &sizes);
+  require_carried(sizes, std::vector<size_t>(b.size(), bytes), "allreduce");
   kernels::reduce(dtype, op, buf, from[0], from[1], count);  // size() >= 2 here
   for (int r = 2; r < b.size(); ++r) kernels::reduce(dtype, op, buf, buf, from[r], count);
 }
+
+void forget_gathered() { t_gathered.valid = false; }
 
 }  // namespace hvd
 
@@ -114,9 +161,30 @@ hvd_status hvd_allgather_prepare(const hvd_tensor* in, int64_t* first_dims) {
   return wrap_collective([&] {
     check_tensor(in, "allgather");
     if (in->ndim < 1) throw Error(HVD_ERR_INVALID, "allgather: needs at least one dimension (got a scalar)");
-    if (in->device == HVD_DEVICE_CUDA) gpu::check(backend(), "allgather", {in});
-    auto all = agree(describe(Kind::Allgather, in, -1, -1), true);
-    for (size_t r = 0; r < all.size(); ++r) first_dims[r] = all[r].shape[0];
+    Backend& b = backend();
+    if (in->device == HVD_DEVICE_CUDA) gpu::check(b, "allgather", {in});
+    // On the network a small piece rides in the agreement round (shared
+    // memory sizes its slots to the call, which first dimensions that
+    // differ would not fit).
+    const size_t row = row_bytes(*in), piece = static_cast<size_t>(in->shape[0]) * row;
+    const bool carry = in->device == HVD_DEVICE_CPU && !b.sized_slots() && piece <= carry_limit(b, true);
+    std::vector<const unsigned char*> from;
+    std::vector<size_t> sizes;
+    auto all = agree(describe(Kind::Allgather, in, -1, -1), true, carry ? in->data : nullptr,
+                     carry ? piece : 0, &from, &sizes);
+    std::vector<size_t> pieces(all.size());
+    for (size_t r = 0; r < all.size(); ++r) {
+      first_dims[r] = all[r].shape[0];
+      pieces[r] = static_cast<size_t>(first_dims[r]) * row;
+    }
+    if (b.sized_slots() || b.size() == 1 || !carried_by_all(sizes, pieces, "allgather")) return;
+    Gathered& g = t_gathered;
+    g.bytes.clear();
+    for (size_t r = 0; r < all.size(); ++r) g.bytes.insert(g.bytes.end(), from[r], from[r] + pieces[r]);
+    g.first_dims.assign(first_dims, first_dims + all.size());
+    g.data = in->data;
+    g.backend = &b;
+    g.valid = true;
   });
 }
 
@@ -134,6 +202,15 @@ hvd_status hvd_allgather(const hvd_tensor* in, hvd_tensor* out, const int64_t* f
     }
     if (out->dtype != in->dtype || out->ndim != in->ndim || out->shape[0] != total || row_bytes(*out) != row)
       throw Error(HVD_ERR_INVALID, "allgather: output " + shape_string(*out) + " has the wrong shape");
+    Gathered& g = t_gathered;
+    const bool gathered = g.valid && g.data == in->data && g.backend == &b &&
+                          std::equal(g.first_dims.begin(), g.first_dims.end(), first_dims) &&
+                          g.bytes.size() == static_cast<size_t>(total) * row;
+    g.valid = false;
+    if (gathered) {
+      if (!g.bytes.empty()) std::memcpy(out->data, g.bytes.data(), g.bytes.size());
+      return;
+    }
     if (in->device == HVD_DEVICE_CUDA) {
       gpu::check(b, "allgather", {in, out});
       std::vector<size_t> counts(b.size());
@@ -155,8 +232,24 @@ hvd_status hvd_broadcast(hvd_tensor* inout, int root) {
       throw Error(HVD_ERR_INVALID, "broadcast: root_rank " + std::to_string(root) + " is not in 0.." +
                                        std::to_string(b.size() - 1));
     if (inout->device == HVD_DEVICE_CUDA) gpu::check(b, "broadcast", {inout});
-    agree(describe(Kind::Broadcast, inout, -1, root), false);
+    Descriptor d = describe(Kind::Broadcast, inout, -1, root);
     size_t count = static_cast<size_t>(num_elements(*inout));
+    const size_t bytes = count * dtype_size(inout->dtype);
+    if (inout->device == HVD_DEVICE_CPU && !b.sized_slots() && b.size() > 1 &&
+        bytes <= carry_limit(b, false)) {
+      // A small buffer travels with the root's summary: one round in all. (Not
+      // on shared memory: every rank's slot would grow to the buffer, and two
+      // exchanges through the segment measured no slower than that one.)
+      std::vector<const unsigned char*> from;
+      std::vector<size_t> sizes;
+      agree(d, false, b.rank() == root ? inout->data : nullptr, bytes, &from, &sizes);
+      std::vector<size_t> expected(b.size(), 0);
+      expected[root] = bytes;
+      require_carried(sizes, expected, "broadcast");
+      if (b.rank() != root && bytes) std::memcpy(inout->data, from[root], bytes);
+      return;
+    }
+    agree(d, false);
     if (inout->device == HVD_DEVICE_CUDA) {
       gpu::run(b, "broadcast", [&](const hvd_nccl_plugin& p) {
         return p.broadcast(inout->data, count, inout->dtype, root, nullptr);

@@ -95,15 +95,32 @@ Descriptor describe(Kind kind, const hvd_tensor* t, int op, int root);
 
 // Allgathers what every rank is about to do and throws HVD_ERR_MISMATCH
 // (same text on every rank) when ranks differ; shape[0] may differ when
-// vary_first_dim. Over the network a compact round (16 bytes per rank: a
-// digest of the descriptor and shape[0]) comes first, and the full round of
-// whole descriptors runs only when it found a difference, to name it. On
-// shared memory (Backend::sized_slots) `payload` (inline_bytes <=
-// backend().inline_limit()) travels along and `payloads` receives each
-// rank's inline_bytes in rank order: pointers into the agreement buffer (no
-// copy), valid until the next agreement round.
+// vary_first_dim. Over the network a compact round (a 16-byte summary per
+// rank: a digest of the descriptor and shape[0]) comes first, and the full
+// round of whole descriptors runs only when it found a difference, to name
+// it. `payload` (inline_bytes <= carry_limit(backend(), false); nullptr:
+// this rank carries nothing) travels along, on shared memory in slots sized
+// to the call, on the gloo mesh after the summary; `payloads`/`sizes`
+// receive each rank's carried bytes in rank order (pointers into the
+// agreement buffers, no copy, valid until the next agreement round). A
+// caller checks `sizes` before it uses a payload: they are the same on
+// every rank, so every rank takes the same path.
 std::vector<Descriptor> agree(const Descriptor& mine, bool vary_first_dim, const void* payload = nullptr,
-                              size_t inline_bytes = 0, std::vector<const unsigned char*>* payloads = nullptr);
+                              size_t inline_bytes = 0, std::vector<const unsigned char*>* payloads = nullptr,
+                              std::vector<size_t>* sizes = nullptr);
+
+// The agreement round's summary per rank on the network.
+constexpr size_t kSummaryBytes = 16;
+
+// The payload bytes a rank may carry in b's agreement round: shared memory's
+// inline limit; on the gloo mesh 64 KiB gathered in all (every_rank_carries:
+// divided among the ranks, as an allreduce's or allgather's payloads are
+// gathered everywhere; a broadcast's root alone carries); 0 over MPI.
+size_t carry_limit(const Backend& b, bool every_rank_carries);
+
+// ops.cpp: drops the pieces an allgather_prepare gathered (every agreement
+// round does: they belong to the allgather right after it, nothing else).
+void forget_gathered();
 
 // Agree on `mine`, then allreduce `count` elements in buf (CPU). On shared
 // memory, payloads of at most backend().inline_limit() bytes ride in the

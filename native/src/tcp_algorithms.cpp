@@ -325,6 +325,68 @@ void Algorithms::scatter_allgather(void* buf, size_t bytes, int root) {
     ring_allgather(buf, share, root, "broadcast");
 }
 
+// ---------------------------------------------------------------- agreement
+namespace {
+size_t padded(size_t n) { return (n + 7) & ~size_t{7}; }
+}  // namespace
+
+// Bruck over packed blocks (u64 length, content, zeros to a multiple of 8):
+// a rank does not know its peers' lengths beforehand, so each message is
+// received up to its capacity and its blocks are read from their headers.
+// A message that does not hold exactly the blocks Bruck puts there comes
+// from another build: this rank fails and shuts its connections down.
+void Algorithms::gather_blocks(const void* mine, size_t bytes, size_t cap,
+                               std::vector<const unsigned char*>& blocks, std::vector<size_t>& sizes) {
+  const int p = x_.size(), v = x_.rank();
+  const size_t stride = 8 + padded(cap);
+  if (bytes > cap) throw Error(HVD_ERR_INTERNAL, "agreement block larger than its capacity");
+  if (blocks_room_ < stride * p) {
+    blocks_.reset(new unsigned char[stride * p]);
+    blocks_room_ = stride * p;
+  }
+  block_at_.assign(p + 1, 0);
+  unsigned char* buf = blocks_.get();
+  const uint64_t own = bytes;
+  std::memcpy(buf, &own, 8);
+  if (bytes) std::memcpy(buf + 8, mine, bytes);
+  std::memset(buf + 8 + bytes, 0, padded(bytes) - bytes);
+  block_at_[1] = 8 + padded(bytes);
+  for (int d = 1; d < p; d *= 2) {
+    const int cnt = std::min(d, p - d), to = (v - d + p) % p, from = (v + d) % p;
+    unsigned char* in = buf + block_at_[d];
+    std::vector<Transfer> t;
+    if (to == from) {
+      t.push_back({to, true, buf, block_at_[cnt], true, in, cnt * stride, true});
+    } else {
+      t.push_back({to, true, buf, block_at_[cnt]});
+      t.push_back({from, false, nullptr, 0, true, in, cnt * stride, true});
+    }
+    x_.run(t, timeout_s_, "agreement");
+    const size_t got = t.back().received;
+    size_t at = 0;
+    bool readable = true;
+    for (int k = 0; k < cnt && readable; ++k) {
+      uint64_t n = 0;
+      if (at + 8 <= got) std::memcpy(&n, in + at, 8);
+      readable = at + 8 <= got && n <= cap && at + 8 + padded(n) <= got;
+      at += 8 + padded(n);
+      block_at_[d + k + 1] = block_at_[d] + at;
+    }
+    if (!readable || at != got)
+      x_.fail(HVD_ERR_MISMATCH,
+              "agreement: rank " + std::to_string(from) +
+                  " sent a round this build cannot read (another release of hvd_selector?)");
+  }
+  blocks.resize(p);
+  sizes.resize(p);
+  for (int j = 0; j < p; ++j) {
+    uint64_t n = 0;
+    std::memcpy(&n, buf + block_at_[j], 8);
+    blocks[(v + j) % p] = buf + block_at_[j] + 8;
+    sizes[(v + j) % p] = n;
+  }
+}
+
 // ---------------------------------------------------------------- barrier
 void Algorithms::barrier() {
   const int p = x_.size(), r = x_.rank();

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "hvd/hvd.h"
@@ -65,6 +66,12 @@ class Algorithms {
   void allgatherv(const void* in, void* out, const std::vector<size_t>& bytes, const char* what);
   void broadcast(void* buf, size_t bytes, int root);
   void barrier();
+  // The agreement round: every rank's block (this rank's: `bytes` at `mine`,
+  // every rank's at most `cap`; lengths may differ between ranks) in one Bruck
+  // allgather, ceil(log2 p) rounds. blocks[r]/sizes[r]: rank r's, pointing
+  // into a buffer of this object, valid until the next call.
+  void gather_blocks(const void* mine, size_t bytes, size_t cap, std::vector<const unsigned char*>& blocks,
+                     std::vector<size_t>& sizes);
 
  private:
   void exchange(int to, const void* send, size_t send_bytes, int from, void* recv, size_t recv_bytes,
@@ -83,6 +90,11 @@ class Algorithms {
   Exchange& x_;
   double timeout_s_;
   std::vector<unsigned char> tmp_;
+  // gather_blocks' packed blocks in Bruck's rotated order: room for p full
+  // blocks, left uninitialised so that only the pages blocks reach are touched.
+  std::unique_ptr<unsigned char[]> blocks_;
+  size_t blocks_room_ = 0;
+  std::vector<size_t> block_at_;  // where rotated block j starts in blocks_
 };
 
 }  // namespace tcp

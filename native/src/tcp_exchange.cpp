@@ -51,6 +51,7 @@ struct Progress {
   unsigned char out_frame[kFrameBytes] = {0};
   unsigned char in_frame[kFrameBytes] = {0};
   size_t out_done = 0, in_done = 0;
+  size_t in_bytes = 0;                     // the payload expected (up_to: the capacity until the frame says)
   bool out_open = false, in_open = false;  // still to finish
   uint64_t expect_seq = 0;
 };
@@ -85,23 +86,26 @@ bool push(Progress& p, const char* what) {
 
 // Receives until done (true) or nothing more is there yet (false); checks
 // the frame as soon as it is complete.
+// A message of unknown length (up_to) is read frame first, never past its end:
+// the peer's next message may already follow it on the stream.
 bool pull(Progress& p, const char* what) {
-  const size_t total = kFrameBytes + p.t->recv_bytes;
-  while (p.in_done < total) {
+  while (p.in_done < kFrameBytes + p.in_bytes) {
     iovec iov[2];
-    int n = frame_iov(iov, p.in_frame, p.t->recv, p.t->recv_bytes, p.in_done);
+    const bool frame_only = p.t->up_to && p.in_done < kFrameBytes;
+    int n = frame_iov(iov, p.in_frame, p.t->recv, frame_only ? 0 : p.in_bytes, p.in_done);
     ssize_t got = ::readv(p.fd, iov, n);
     if (got > 0) {
       bool had_frame = p.in_done >= kFrameBytes;
       p.in_done += static_cast<size_t>(got);
       if (!had_frame && p.in_done >= kFrameBytes) {
         uint64_t seq = get_u64(p.in_frame), bytes = get_u64(p.in_frame + 8);
-        if (seq != p.expect_seq || bytes != p.t->recv_bytes)
+        if (p.t->up_to && bytes <= p.t->recv_bytes) p.in_bytes = p.t->received = bytes;
+        if (seq != p.expect_seq || bytes != p.in_bytes)
           throw Error(HVD_ERR_MISMATCH,
                       std::string(what) + ": rank " + std::to_string(p.t->peer) + " sent message " +
                           std::to_string(seq) + " of " + std::to_string(bytes) +
                           " bytes where this rank expected message " + std::to_string(p.expect_seq) + " of " +
-                          std::to_string(p.t->recv_bytes) +
+                          (p.t->up_to ? "at most " : "") + std::to_string(p.t->recv_bytes) +
                           " bytes: the ranks are not running the same collectives");
       }
     } else if (got == 0) {
@@ -152,6 +156,8 @@ void Exchange::run(std::vector<Transfer>& transfers, double timeout_s, const cha
     put_u64(p.out_frame, sent_[t.peer]);
     put_u64(p.out_frame + 8, t.send_bytes);
     p.expect_seq = received_[t.peer];
+    p.in_bytes = t.recv_bytes;
+    t.received = t.up_to ? 0 : t.recv_bytes;
   }
   try {
     const auto deadline =
@@ -194,20 +200,24 @@ void Exchange::run(std::vector<Transfer>& transfers, double timeout_s, const cha
       }
     }
   } catch (const Error& exc) {
-    failed_status_ = exc.status();
-    failed_ = exc.what();
-    // The streams are lost: shut every connection down, so the peers waiting
-    // on this rank fail at once with PeerFailureError instead of waiting out
-    // the timeout (in a job that connects only the algorithms' peers, a
-    // death travels this way to the ranks not connected to the dead one).
-    for (int fd : fds_)
-      if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
-    throw;
+    fail(exc.status(), exc.what());
   }
   for (const Transfer& t : transfers) {
     sent_[t.peer] += t.sends;
     received_[t.peer] += t.receives;
   }
+}
+
+void Exchange::fail(hvd_status status, const std::string& message) {
+  failed_status_ = status;
+  failed_ = message;
+  // The streams are lost: shut every connection down, so the peers waiting
+  // on this rank fail at once with PeerFailureError instead of waiting out
+  // the timeout (in a job that connects only the algorithms' peers, a
+  // death travels this way to the ranks not connected to the dead one).
+  for (int fd : fds_)
+    if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+  throw Error(status, message);
 }
 
 }  // namespace tcp

@@ -17,14 +17,18 @@
 #include <string>
 #include <vector>
 
+#include "hvd/hvd.h"
+
 namespace hvd {
 namespace tcp {
 
 constexpr size_t kFrameBytes = 16;
 
 // One peer's part of an exchange, {peer, sends, send, send_bytes, receives,
-// recv, recv_bytes}: a direction that is off carries no message at all (an
-// empty message still carries its frame).
+// recv, recv_bytes, up_to}: a direction that is off carries no message at all
+// (an empty message still carries its frame). With up_to, recv_bytes is a
+// capacity: the peer's message may be shorter (the agreement round, whose
+// blocks each rank sizes to its own call), and `received` says how long it was.
 struct Transfer {
   int peer = -1;
   bool sends = false;
@@ -33,6 +37,8 @@ struct Transfer {
   bool receives = false;
   void* recv = nullptr;
   size_t recv_bytes = 0;
+  bool up_to = false;
+  size_t received = 0;
 };
 
 class Exchange {
@@ -51,6 +57,11 @@ class Exchange {
   // at once with the same error (the streams' positions are lost).
   // `what` names the collective in messages.
   void run(std::vector<Transfer>& transfers, double timeout_s, const char* what);
+
+  // Fails every later exchange with `status` and shuts every connection down
+  // (as run() does on an error): for what a caller finds wrong in bytes that
+  // arrived, so its peers fail at once instead of waiting out the timeout.
+  [[noreturn]] void fail(hvd_status status, const std::string& message);
 
   // Takes a proven connection to `peer` (which had none) made later.
   void adopt(int peer, int fd);

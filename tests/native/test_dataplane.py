@@ -78,12 +78,11 @@ def test_a_frame_the_collective_did_not_expect_is_a_mismatch(gloo_build: Build, 
     """After the handshake every message is framed (u64 sequence, u64 length); a peer whose
     frame disagrees with the collective fails it with MismatchError, never data read as data."""
     result, seq, length, message = _peer(gloo_build, "listen", "bad-frame", tmp_path).split(" ", 3)
-    # Message 0 carried init()'s settings records; the barrier's agreement round is message 1.
+    # Message 0 carried init()'s settings records; the barrier's agreement round is message 1,
+    # whose messages may be shorter than their room (each rank sizes its block to its call):
+    # one byte more than a whole block is read and refused, not taken as a summary.
     assert (result, seq) == ("mismatch", "1") and int(length) > 0
-    assert message == (
-        f"allgather: rank 1 sent message 1 of {int(length) + 1} bytes where this rank expected message 1 of "
-        f"{length} bytes: the ranks are not running the same collectives"
-    )
+    assert message == "agreement: rank 1 sent a round this build cannot read (another release of hvd_selector?)"
 
 
 def test_a_peers_negative_alltoall_split_is_refused_before_any_copy(gloo_build: Build, tmp_path: Path) -> None:

@@ -15,10 +15,18 @@ from .native_helpers import launch
 pytestmark = pytest.mark.slow
 
 
-def _run(build: Build, scenario: str, tmp_path: Path, np_: int = 2, timeout: str = "5"):
+def _run(build: Build, scenario: str, tmp_path: Path, np_: int = 2, timeout: str = "5", **env: str):
     start = time.monotonic()
     proc = launch(
-        build, np_, "errors.py", str(tmp_path), scenario, cwd=tmp_path, timeout=120, HVD_SELECTOR_TIMEOUT=timeout
+        build,
+        np_,
+        "errors.py",
+        str(tmp_path),
+        scenario,
+        cwd=tmp_path,
+        timeout=120,
+        HVD_SELECTOR_TIMEOUT=timeout,
+        **env,
     )
     elapsed = time.monotonic() - start
     outcomes = {}
@@ -49,6 +57,21 @@ def test_mismatch_across_ranks(any_build: Build, scenario: str, tmp_path: Path) 
         assert "HorovodInternalError" in outcome["mro"]
         assert MISMATCH[scenario] in outcome["message"], outcome["message"]
         assert "\n" not in outcome["message"]
+
+
+@pytest.mark.parametrize("scenario", sorted(MISMATCH))
+def test_mismatch_over_tcp_where_payloads_ride_in_the_agreement_round(
+    gloo_build: Build, scenario: str, tmp_path: Path
+) -> None:
+    """Over TCP a small call's payload rides in the agreement round, sized to each rank's own call: rank 0
+    differing from two others still ends every rank with the same MismatchError (no hang, no data)."""
+    proc, outcomes, _ = _run(gloo_build, scenario, tmp_path, np_=3, HVD_SELECTOR_SHM="0")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(outcomes) == [0, 1, 2]
+    assert len({outcome["message"] for outcome in outcomes.values()}) == 1
+    for outcome in outcomes.values():
+        assert outcome["error"] == "MismatchError", outcome
+        assert MISMATCH[scenario] in outcome["message"], outcome["message"]
 
 
 @pytest.mark.parametrize(

@@ -149,3 +149,17 @@ def test_agreement_round_is_compact_and_still_names_the_difference(gloo_build: B
         assert len(texts) == 1, texts
         text = texts.pop()
         assert "ranks disagree" in text and fragment in text, text
+
+
+@pytest.mark.parametrize("np_", [3, 4])
+def test_a_small_collective_is_one_round_with_its_agreement(gloo_build: Build, np_: int, tmp_path: Path) -> None:
+    """A 4 KiB allreduce, allgather or broadcast rides in the agreement round (state.h, agree()): each rank
+    sends one message per Bruck round, ceil(log2 p) in all, instead of the agreement round's and then the
+    data's (main sends 3 for a 4 KiB allreduce at 3 ranks)."""
+    proc = launch(gloo_build, np_, "agreement.py", str(tmp_path), cwd=tmp_path, timeout=180, HVD_SELECTOR_SHM="0")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rounds = math.ceil(math.log2(np_))
+    for r in range(np_):
+        segments = json.loads((tmp_path / f"rank{r}.json").read_text())["segments"]
+        for name, per_call in segments.items():
+            assert per_call <= rounds + 0.2, (r, name, per_call)
