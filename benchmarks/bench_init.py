@@ -165,9 +165,14 @@ def _init_child(size: int, rounds: int) -> dict[str, Any]:
     import torch.distributed as dist
 
     import hvd_selector as hvd
+    from hvd_selector import buildmix
     from selector_backend.jobs.rendezvous import StoreServer
 
     ctx = mp.get_context("fork")
+    # Read once before forking, like the imports: an installed wheel reads its release from the dist-info
+    # beside the package in well under a millisecond; this staged build has none, and each forked rank
+    # would otherwise scan sys.path with importlib.metadata (about 12 ms of CPU).
+    buildmix.release()
 
     def free_port() -> int:
         with socket.socket() as sock:

@@ -526,12 +526,31 @@ class StoreServer:
         conn.sock.close()
 
 
+def _open(host: str, port: int, timeout: float) -> socket.socket:
+    """A connected socket. An address given as numbers skips getaddrinfo, which would import the idna
+    codec (stringprep, unicodedata) into every rank: most of a rank's CPU in init() once the rest was cut."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect((host, port))
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    return socket.create_connection((host, port), timeout=timeout)
+
+
 def _connect(host: str, port: int, deadline: float, retry_refused: bool, where: str) -> socket.socket:
     """Connect before the deadline; when rank 0 hosts the store, keep trying while it starts."""
     while True:
         left = deadline - time.monotonic()
         try:
-            sock = socket.create_connection((host, port), timeout=max(0.05, left))
+            sock = _open(host, port, max(0.05, left))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return sock
         except OSError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -107,6 +108,25 @@ def test_every_rank_judges_the_same_build_records_in_one_gather() -> None:
     results = _exchange_all([_rec(0, "a"), _rec(1, "a"), _rec(2, "b", release="0.2.0")])
     assert all(isinstance(r, buildmix.IncompatibleBuildsError) for r in results), results
     assert len({str(r) for r in results}) == 1 and "release differs" in str(results[0])
+
+
+def test_release_is_read_from_the_dist_info_beside_the_package(tmp_path) -> None:
+    """An installed wheel's release comes from its own dist-info (one directory listing), not from
+    importlib.metadata's scan of sys.path; a tree without one still answers."""
+    import importlib.util
+
+    (tmp_path / "hvd_selector").mkdir()
+    copy = tmp_path / "hvd_selector" / "buildmix.py"
+    copy.write_text(Path(buildmix.__file__).read_text())
+    info = tmp_path / "hvd_selector-9.8.7.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.4\nName: hvd-selector\nVersion: 9.8.7\n\nbody\n")
+    spec = importlib.util.spec_from_file_location("buildmix_installed", copy)
+    assert spec is not None and spec.loader is not None
+    installed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(installed)
+    assert installed.release() == "9.8.7"
+    assert buildmix.release() != "9.8.7"
 
 
 def test_hosts_and_hostfile(tmp_path) -> None:

@@ -193,6 +193,22 @@ def test_gather_falls_back_on_a_store_without_it(server: StoreServer, monkeypatc
     assert results == [[b"record 0", b"record 1", b"record 2"]] * 3
 
 
+def test_a_numeric_store_address_is_reached_without_the_idna_codec() -> None:
+    """Connecting to 127.0.0.1 skips getaddrinfo, whose idna codec import (stringprep, unicodedata)
+    cost each rank more CPU in init() than everything else it did."""
+    code = (
+        "import sys\n"
+        "from selector_backend.jobs.rendezvous import StoreClient, StoreServer\n"
+        "srv = StoreServer(b's' * 32).start()\n"
+        "StoreClient(*srv.address, b's' * 32, timeout=5).close()\n"
+        "srv.stop()\n"
+        "print(sorted(m for m in ('encodings.idna', 'stringprep') if m in sys.modules))\n"
+    )
+    repo = Path(rendezvous.__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
 def test_unreachable_rendezvous() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
