@@ -1,18 +1,21 @@
 """Rendezvous and init() time at scale, side by side with torch.distributed, in one run.
 
 Two measurements, each run for both sides in the same invocation, rounds
-interleaved (hvd_selector, torch, hvd_selector, torch ...), best round kept:
+interleaved (hvd_selector, torch, hvd_selector, torch ...), the median round
+kept (the load average is printed before and after: on a shared machine it
+moves the figures more than anything else):
 
 * **store rendezvous** at --ranks (default 16,64,256): the launcher's store
   (``rendezvous.StoreServer``, one event-loop thread in this process) against
   torch.distributed's ``TCPStore`` (its libuv server, in this process). The
   clients are threads: --workers forked processes each run ranks/workers
   client threads, one connection per simulated rank, every client doing what
-  a rank's ``init()`` does through the store today (``buildmix.exchange``
-  and ``tcp_mesh.cpp``'s ``connect_mesh``): set its build record, rank 0
-  gets every record and sets the verdict, everyone gets the verdict and
-  rank 0's mesh nonce, sets its data address and gets the address of each
-  lower rank it connects to (``_ring_peers``: about 2·log2(p) peers, not p-1).
+  a rank's ``init()`` does through the store (``buildmix.exchange`` and
+  ``tcp_mesh.cpp``'s ``connect_mesh``): two gathers, each one set of this
+  rank's record and one wait for every rank's (the build records, then the
+  data addresses with rank 0's mesh nonce). hvd_selector's store does a
+  gather in one request (``StoreClient.gather``); torch's ``TCPStore`` as
+  ``set`` then ``multi_get`` of every key (which waits for them).
   The time is from the go signal (clients not yet connected) to
   the last client done, so it includes connecting and the handshake.
 * **full init** at --init-ranks (default 4,8,16): real rank processes
@@ -23,15 +26,19 @@ interleaved (hvd_selector, torch, hvd_selector, torch ...), best round kept:
   is from the go signal to the last rank's return.
 
 Ratios are hvd_selector / torch (< 1: hvd_selector faster). The init rows
-also give the slowest rank's time in each phase of ``hvd_selector.init()``
+also give the CPU seconds each side spent (every rank, plus the process
+serving the store; median of rounds: on a loaded machine the less noisy
+figure), and the slowest rank's time in each phase of ``hvd_selector.init()``
 (store connect + handshake, the build exchange, the core's ``init_gloo``:
 mesh addresses, TCP connects and handshakes, shared memory). As root the
 benchmark runs itself in a private mount namespace whose resolv.conf names
-no server (see ``_without_dns``). Writes benchmarks/results/init.json.
+no server (see ``_without_dns``). Prints the result as JSON; writes it
+only where ``--write PATH`` says (``--write benchmarks/results/init.json``
+updates the recorded figures), so a plain run leaves the tree clean.
 Not a test.
 
     python -m benchmarks.bench_init [--ranks 16,64,256] [--init-ranks 4,8,16]
-        [--workers 8] [--rounds 2]
+        [--workers 8] [--rounds 5] [--write PATH]
 """
 
 from __future__ import annotations
@@ -52,35 +59,16 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-RESULTS = HERE / "results"
 RECORD = b"r" * 300  # about one rank's build record (buildmix.record as JSON)
 ADDRESS = b"127.0.0.1:40000"
 
 
-def _init_pattern(rank: int, size: int, set_: Any, get: Any) -> None:
-    """The store traffic of one rank's init(): buildmix.exchange, then connect_mesh's nonce and addresses."""
-    set_(f"build/{rank}", RECORD)
-    if rank == 0:
-        records = [get(f"build/{r}") for r in range(size)]
-        set_("build/verdict", b"".join(records))
-        set_("tcp/nonce", b"n" * 32)
-    get("build/verdict")
-    get("tcp/nonce")
-    set_(f"tcp/addr/{rank}", ADDRESS)
-    for lower in sorted(q for q in _ring_peers(rank, size) if q < rank):
-        get(f"tcp/addr/{lower}")
-
-
-def _ring_peers(rank: int, size: int) -> set[int]:
-    """The ranks r ± 2^k: the bulk of the core's ``algorithm_peers`` (tcp_algorithms.cpp), whose
-    connections are the only ones ``init()`` makes; on a size that is not a power of two the core
-    adds the recursive-doubling fold partners, at most log2(size) + 1 more, which this leaves out."""
-    peers = set()
-    distance = 1
-    while distance < size:
-        peers.update({(rank + distance) % size, (rank - distance) % size})
-        distance *= 2
-    return peers - {rank}
+def _init_pattern(rank: int, size: int, gather: Any) -> None:
+    """The store traffic of one rank's init(): buildmix.exchange's gather of build records, then
+    connect_mesh's gather of data addresses (rank 0's carries the mesh nonce)."""
+    records = gather("build/", rank, size, RECORD)
+    addresses = gather("tcp/mesh/", rank, size, (b"n" * 32 if rank == 0 else b"") + ADDRESS)
+    assert len(records) == len(addresses) == size
 
 
 def _hvd_client(host: str, port: int, secret: bytes, rank: int, size: int) -> None:
@@ -88,7 +76,7 @@ def _hvd_client(host: str, port: int, secret: bytes, rank: int, size: int) -> No
 
     client = StoreClient(host, port, secret, timeout=120.0)
     try:
-        _init_pattern(rank, size, client.set, client.get)
+        _init_pattern(rank, size, client.gather)
     finally:
         client.close()
 
@@ -97,8 +85,12 @@ def _torch_client(host: str, port: int, secret: bytes, rank: int, size: int) -> 
     from torch.distributed import TCPStore
 
     store = TCPStore(host, port, size, False, timeout=timedelta(seconds=120))
-    _init_pattern(rank, size, store.set, store.get)
-    del store
+
+    def gather(prefix: str, rank: int, size: int, value: bytes) -> list[bytes]:
+        store.set(f"{prefix}{rank}", value)
+        return list(store.multi_get([f"{prefix}{r}" for r in range(size)]))
+
+    _init_pattern(rank, size, gather)
 
 
 def _worker(kind: str, host: str, port: int, secret: bytes, ranks: list[int], size: int, go: Any, out: Any) -> None:
@@ -165,7 +157,7 @@ def _store_round(kind: str, size: int, workers: int) -> float:
 
 # ------------------------------------------------------------ full init()
 def _init_child(size: int, rounds: int) -> dict[str, Any]:
-    """Runs in the gloo build's environment: best-of-rounds init() time for both libraries at ``size`` ranks."""
+    """Runs in the gloo build's environment: median-of-rounds init() time for both libraries at ``size`` ranks."""
     import multiprocessing as mp
     import secrets
     import socket
@@ -173,9 +165,14 @@ def _init_child(size: int, rounds: int) -> dict[str, Any]:
     import torch.distributed as dist
 
     import hvd_selector as hvd
+    from hvd_selector import buildmix
     from selector_backend.jobs.rendezvous import StoreServer
 
     ctx = mp.get_context("fork")
+    # Read once before forking, like the imports: an installed wheel reads its release from the dist-info
+    # beside the package in well under a millisecond; this staged build has none, and each forked rank
+    # would otherwise scan sys.path with importlib.metadata (about 12 ms of CPU).
+    buildmix.release()
 
     def free_port() -> int:
         with socket.socket() as sock:
@@ -212,17 +209,21 @@ def _init_child(size: int, rounds: int) -> dict[str, Any]:
             HVD_SELECTOR_TIMEOUT="120",
         )
         go.wait()
+        cpu = time.process_time()
         hvd.init()
-        out.put((time.monotonic(), phases))
+        out.put((time.monotonic(), phases, time.process_time() - cpu))
         hvd.shutdown()
 
     def torch_rank(rank: int, port: int, secret: bytes, go: Any, out: Any) -> None:
         go.wait()
+        cpu = time.process_time()
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=size)
-        out.put((time.monotonic(), {}))
+        out.put((time.monotonic(), {}, time.process_time() - cpu))
         dist.destroy_process_group()
 
-    def one(kind: str) -> tuple[float, dict[str, float]]:
+    def one(kind: str) -> tuple[float, dict[str, float], float]:
+        """Seconds to the last rank's return, the slowest rank's phases, and the CPU seconds of every
+        rank plus this process (which serves hvd_selector's store; torch's runs in rank 0)."""
         secret = secrets.token_bytes(32)
         server = StoreServer(secret, clients=size) if kind == "hvd_selector" else None
         port = server.address[1] if server is not None else free_port()
@@ -234,12 +235,13 @@ def _init_child(size: int, rounds: int) -> dict[str, Any]:
         if server is not None:
             server.start()
         time.sleep(0.5)
-        start = time.monotonic()
+        start, own_cpu = time.monotonic(), time.process_time()
         go.set()
         try:
             done = [out.get(timeout=INIT_BOUND) for _ in procs]
         except queue.Empty:  # a rank hung: record it, end the round
             done = []
+        own_cpu = time.process_time() - own_cpu
         for proc in procs:
             proc.join(timeout=10 if done else 0)
             if proc.is_alive():
@@ -253,19 +255,21 @@ def _init_child(size: int, rounds: int) -> dict[str, Any]:
                 f"{kind} at {size} ranks: not every rank was done within {INIT_BOUND}s (exit codes {codes})",
                 file=sys.stderr,
             )
-            return float("inf"), {}
-        slowest = {name: max(p.get(name, 0.0) for _, p in done) for name in done[0][1]}
-        return max(at for at, _ in done) - start, slowest
+            return float("inf"), {}, float("inf")
+        slowest = {name: max(p.get(name, 0.0) for _, p, _ in done) for name in done[0][1]}
+        return max(at for at, _, _ in done) - start, slowest, own_cpu + sum(cpu for _, _, cpu in done)
 
-    best: dict[str, Any] = {}
+    seen: dict[str, list[tuple[float, dict[str, float], float]]] = {"hvd_selector": [], "torch": []}
     for _ in range(rounds):
-        for kind in ("hvd_selector", "torch"):
-            seconds, phases = one(kind)
-            if seconds < best.get(kind, float("inf")):
-                best[kind] = seconds
-                if phases:
-                    best["hvd_selector_phases_s"] = {k: round(v, 4) for k, v in phases.items()}
-    return best
+        for kind in seen:
+            seen[kind].append(one(kind))
+    middle = {kind: sorted(runs, key=lambda run: run[0])[(len(runs) - 1) // 2] for kind, runs in seen.items()}
+    return {
+        **{kind: run[0] for kind, run in middle.items()},
+        "rounds_s": {kind: [round(run[0], 4) for run in runs] for kind, runs in seen.items()},
+        "cpu_s": {kind: round(_median([run[2] for run in runs]), 4) for kind, runs in seen.items()},
+        "hvd_selector_phases_s": {k: round(v, 4) for k, v in middle["hvd_selector"][1].items()},
+    }
 
 
 def _full_init(counts: list[int], rounds: int) -> list[dict[str, Any]]:
@@ -284,15 +288,34 @@ def _full_init(counts: list[int], rounds: int) -> list[dict[str, Any]]:
         )
         if proc.returncode:
             raise RuntimeError(f"full init at {size} ranks failed:\n{proc.stderr[-3000:]}")
-        best = json.loads(proc.stdout.strip().splitlines()[-1])
-        rows.append({**_row(size, best), "hvd_selector_phases_s": best.get("hvd_selector_phases_s", {})})
-        print(_line("init()", rows[-1]), "slowest rank's phases:", rows[-1]["hvd_selector_phases_s"], flush=True)
+        median = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(
+            {
+                **_row(size, median),
+                "rounds_s": median["rounds_s"],
+                "cpu_s": median["cpu_s"],
+                "hvd_selector_phases_s": median["hvd_selector_phases_s"],
+            }
+        )
+        print(
+            _line("init()", rows[-1]),
+            "CPU s (all ranks + store):",
+            rows[-1]["cpu_s"],
+            "slowest rank's phases:",
+            rows[-1]["hvd_selector_phases_s"],
+            flush=True,
+        )
     return rows
 
 
-def _row(size: int, best: dict[str, Any]) -> dict[str, Any]:
+def _median(values: list[float]) -> float:
+    """The middle value (the lower middle of an even count: a round that hung stays out of it while it can)."""
+    return sorted(values)[(len(values) - 1) // 2]
+
+
+def _row(size: int, median: dict[str, Any]) -> dict[str, Any]:
     """Seconds of both sides and their ratio; None where a side never finished (a hang, see stderr)."""
-    hvd, torch = best["hvd_selector"], best["torch"]
+    hvd, torch = median["hvd_selector"], median["torch"]
     finite = hvd != float("inf") and torch != float("inf")
     return {
         "ranks": size,
@@ -338,7 +361,8 @@ def main() -> None:
     parser.add_argument("--ranks", default="16,64,256", help="store rendezvous rank counts (simulated clients)")
     parser.add_argument("--init-ranks", default="4,8,16", help="full init() rank counts (real processes); '' skips")
     parser.add_argument("--workers", type=int, default=8, help="processes the simulated clients are spread over")
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per count; the best is kept")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per count; the median is kept")
+    parser.add_argument("--write", type=Path, help="also write the result (JSON) to this file")
     parser.add_argument("--keep-dns", action="store_true", help="measure with the host's resolver (see below)")
     parser.add_argument("--init-child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -348,34 +372,51 @@ def main() -> None:
     if args.init_child:
         print(json.dumps(_init_child(args.init_child, args.rounds)))
         return
+    load_before = _uptime()
+    print("load before:", load_before, flush=True)
     store_rows = []
     for size in _counts(args.ranks):
-        best: dict[str, float] = {}
+        seen: dict[str, list[float]] = {"hvd_selector": [], "torch": []}
         for _ in range(args.rounds):
-            for kind in ("hvd_selector", "torch"):
-                seconds = _store_round(kind, size, args.workers)
-                best[kind] = min(best.get(kind, seconds), seconds)
-        store_rows.append(_row(size, best))
+            for kind in seen:
+                seen[kind].append(_store_round(kind, size, args.workers))
+        store_rows.append(
+            {
+                **_row(size, {kind: _median(runs) for kind, runs in seen.items()}),
+                "rounds_s": {kind: [round(s, 4) for s in runs] for kind, runs in seen.items()},
+            }
+        )
         print(_line("store", store_rows[-1]), flush=True)
     init_rows = _full_init(_counts(args.init_ranks), args.rounds) if args.init_ranks.strip() else []
     import torch
 
     result = {
         "what": "rendezvous through the store (simulated ranks: threads in forked processes) and full init() "
-        "(real processes), hvd_selector vs torch.distributed; seconds, best of rounds; ratio = hvd/torch",
+        "(real processes), hvd_selector vs torch.distributed; seconds, median of interleaved rounds; "
+        "ratio = hvd/torch",
         "command": "python -m benchmarks.bench_init " + " ".join(sys.argv[1:]),
         "workers": args.workers,
         "rounds": args.rounds,
         "torch": torch.__version__,
-        "uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
+        "uptime_before": load_before,
+        "uptime_after": _uptime(),
         "cpus": os.cpu_count(),
         "resolver": "none (private mount namespace)" if no_dns else "the host's",
         "store": store_rows,
         "init": init_rows,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "init.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {RESULTS / 'init.json'}")
+    print("load after:", result["uptime_after"])
+    text = json.dumps(result, indent=2) + "\n"
+    if args.write is None:
+        print(text, end="")
+        return
+    args.write.parent.mkdir(parents=True, exist_ok=True)
+    args.write.write_text(text)
+    print(f"wrote {args.write}")
+
+
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 if __name__ == "__main__":

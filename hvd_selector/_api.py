@@ -106,9 +106,7 @@ def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float, generation: int |
         if address not in ("127.0.0.1", name):
             name = f"{name} ({address})"
         try:
-            _job_builds = buildmix.exchange(
-                client.set, client.get_many, buildmix.record(_facts, job.rank, name), job.size
-            )
+            _job_builds = buildmix.exchange(client.gather, buildmix.record(_facts, job.rank, name), job.size)
         except buildmix.IncompatibleBuildsError:
             raise
         except RendezvousError as exc:
@@ -117,7 +115,16 @@ def _join_gloo(job: jobenv.JobEnv, secret: bytes, wait: float, generation: int |
             raise
         # The core's data connections prove the secret to each other (HMAC handshake) before any data crosses them.
         _core.init_gloo(
-            job.rank, job.size, job.local_rank, job.local_size, client.set, client.get, address, wait, secret
+            job.rank,
+            job.size,
+            job.local_rank,
+            job.local_size,
+            client.set,
+            client.get,
+            address,
+            wait,
+            secret,
+            gather_fn=client.gather,
         )
         _rendezvous = _Rendezvous(job.host, job.port, secret, f"g{_generation}/", address)
     finally:
@@ -250,7 +257,9 @@ def _connect_process_set(set_id: int, ranks: Sequence[int], seq: int) -> None:
         return
     client = StoreClient(rv.host, rv.port, rv.key, timeout(), prefix=rv.prefix + tag)
     try:
-        _core.add_process_set(set_id, members, client.set, client.get, rv.hostname, timeout(), rv.key)
+        _core.add_process_set(
+            set_id, members, client.set, client.get, rv.hostname, timeout(), rv.key, gather_fn=client.gather
+        )
     finally:
         client.close()
 

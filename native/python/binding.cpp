@@ -129,6 +129,7 @@ hvd_tensor to_tensor(const A& a, const char* what) {
 // The launcher's store client, called back (with the GIL) from the TCP mesh's rendezvous.
 struct PyStore {
   nb::callable set_fn, get_fn;
+  nb::object gather_fn;  // None: the store has no gather (the core sets and gets key by key)
 };
 
 void copy_error(char* error, const std::string& msg) {
@@ -176,6 +177,39 @@ int store_get(void* ctx, const char* key, void** value, size_t* len, int64_t tim
     copy_error(error, exc.what());
     return 1;
   }
+}
+
+int store_gather(void* ctx, const char* prefix, int rank, int size, const void* value, size_t len,
+                 void** table, size_t* table_len, int64_t timeout_ms, char* error) {
+  nb::gil_scoped_acquire gil;
+  try {
+    auto* s = static_cast<PyStore*>(ctx);
+    nb::list values = nb::cast<nb::list>(s->gather_fn(
+        std::string(prefix), rank, size, nb::bytes(static_cast<const char*>(value), len), timeout_ms));
+    std::string out;
+    for (nb::handle item : values) {
+      nb::bytes one = nb::cast<nb::bytes>(item);
+      const size_t n = one.size();
+      for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((n >> shift) & 0xff));
+      out.append(one.c_str(), n);
+    }
+    *table_len = out.size();
+    *table = std::malloc(out.size() ? out.size() : 1);
+    std::memcpy(*table, out.data(), out.size());
+    return 0;
+  } catch (nb::python_error& exc) {
+    copy_error(error, python_message(exc));
+    return 1;
+  } catch (const std::exception& exc) {
+    copy_error(error, exc.what());
+    return 1;
+  }
+}
+
+// The C view of a Python store (its gather only where it has one).
+hvd_store c_store(PyStore& store, const nb::bytes& key) {
+  return hvd_store{&store,      store_set,  store_get,
+                   key.c_str(), key.size(), store.gather_fn.is_none() ? nullptr : store_gather};
 }
 
 std::vector<hvd_tensor> tensors(const std::vector<Array>& arrays, const char* what) {
@@ -285,12 +319,19 @@ NB_MODULE(_core, m) {
   nb::exception<UnavailableError>(m, "UnavailableError", PyExc_RuntimeError);
   nb::exception<NotInitializedError>(m, "NotInitializedError", PyExc_ValueError);
 
-  m.def("init_gloo", [](int rank, int size, int local_rank, int local_size, nb::callable set_fn,
-                        nb::callable get_fn, const std::string& hostname, double timeout_s, nb::bytes key) {
-    PyStore store{std::move(set_fn), std::move(get_fn)};
-    hvd_store s{&store, store_set, store_get, key.c_str(), key.size()};  // key: the job secret
-    call([&] { return hvd_init_gloo(rank, size, local_rank, local_size, &s, hostname.c_str(), timeout_s); });
-  });
+  m.def(
+      "init_gloo",
+      [](int rank, int size, int local_rank, int local_size, nb::callable set_fn, nb::callable get_fn,
+         const std::string& hostname, double timeout_s, nb::bytes key, nb::object gather_fn) {
+        PyStore store{std::move(set_fn), std::move(get_fn), std::move(gather_fn)};
+        hvd_store s = c_store(store, key);  // key: the job secret
+        call([&] {
+          return hvd_init_gloo(rank, size, local_rank, local_size, &s, hostname.c_str(), timeout_s);
+        });
+      },
+      nb::arg("rank"), nb::arg("size"), nb::arg("local_rank"), nb::arg("local_size"), nb::arg("set_fn"),
+      nb::arg("get_fn"), nb::arg("hostname"), nb::arg("timeout_s"), nb::arg("key"),
+      nb::arg("gather_fn") = nb::none());
   m.def("init_mpi", [](double timeout_s) { call([&] { return hvd_init_mpi(timeout_s); }); });
   m.def("finalize", [] { call([] { return hvd_finalize(); }); });
   m.def("initialized", [] { return hvd_initialized() != 0; });
@@ -344,20 +385,24 @@ NB_MODULE(_core, m) {
     call([&] { return hvd_alltoall(&ti, splits.data(), &to, recv.data()); });
   });
   m.def("barrier", [] { call([] { return hvd_barrier(); }); });
-  m.def("add_process_set", [](int id, const std::vector<int>& ranks, nb::object set_fn, nb::object get_fn,
-                              const std::string& hostname, double timeout_s, nb::bytes key) {
-    if (set_fn.is_none()) {  // MPI: no store needed
-      call([&] {
-        return hvd_add_process_set(id, ranks.data(), ranks.size(), nullptr, hostname.c_str(), timeout_s);
-      });
-      return;
-    }
-    PyStore store{nb::borrow<nb::callable>(set_fn), nb::borrow<nb::callable>(get_fn)};
-    hvd_store st{&store, store_set, store_get, key.c_str(), key.size()};
-    call([&] {
-      return hvd_add_process_set(id, ranks.data(), ranks.size(), &st, hostname.c_str(), timeout_s);
-    });
-  });
+  m.def(
+      "add_process_set",
+      [](int id, const std::vector<int>& ranks, nb::object set_fn, nb::object get_fn,
+         const std::string& hostname, double timeout_s, nb::bytes key, nb::object gather_fn) {
+        if (set_fn.is_none()) {  // MPI: no store needed
+          call([&] {
+            return hvd_add_process_set(id, ranks.data(), ranks.size(), nullptr, hostname.c_str(), timeout_s);
+          });
+          return;
+        }
+        PyStore store{nb::borrow<nb::callable>(set_fn), nb::borrow<nb::callable>(get_fn), gather_fn};
+        hvd_store st = c_store(store, key);
+        call([&] {
+          return hvd_add_process_set(id, ranks.data(), ranks.size(), &st, hostname.c_str(), timeout_s);
+        });
+      },
+      nb::arg("set_id"), nb::arg("ranks"), nb::arg("set_fn"), nb::arg("get_fn"), nb::arg("hostname"),
+      nb::arg("timeout_s"), nb::arg("key"), nb::arg("gather_fn") = nb::none());
   m.def("remove_process_set", [](int id) { call([&] { return hvd_remove_process_set(id); }); });
   m.def("use_process_set", [](int id) { raise_status(hvd_use_process_set(id)); });
   m.def("fusion_threshold", &hvd_fusion_threshold);

@@ -62,6 +62,31 @@ std::string store_get(const hvd_store& store, const std::string& key, Clock::tim
   return out;
 }
 
+// Every rank's value under `prefix` (this rank's set to `value`), in rank order, in one round trip.
+std::vector<std::string> store_gather(const hvd_store& store, const std::string& prefix, int rank, int size,
+                                      const std::string& value, Clock::time_point deadline) {
+  char error[256] = {0};
+  void* table = nullptr;
+  size_t len = 0;
+  if (store.gather(store.ctx, prefix.c_str(), rank, size, value.data(), value.size(), &table, &len,
+                   std::max<int64_t>(ms_left(deadline), 1), error) != 0)
+    throw Error(HVD_ERR_TIMEOUT, std::string("rendezvous: ") + error);
+  std::unique_ptr<void, decltype(&std::free)> owned(table, &std::free);
+  const auto* p = static_cast<const unsigned char*>(table);
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (static_cast<int>(out.size()) < size && at + 4 <= len) {
+    size_t n =
+        (size_t{p[at]} << 24) | (size_t{p[at + 1]} << 16) | (size_t{p[at + 2]} << 8) | size_t{p[at + 3]};
+    if (at + 4 + n > len) break;
+    out.emplace_back(reinterpret_cast<const char*>(p + at + 4), n);
+    at += 4 + n;
+  }
+  if (static_cast<int>(out.size()) != size || at != len)
+    throw Error(HVD_ERR_INTERNAL, "rendezvous: the store's gather under '" + prefix + "' is malformed");
+  return out;
+}
+
 // ------------------------------------------------------------------ sockets
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
@@ -154,9 +179,10 @@ uint32_t get_u32(const unsigned char* p) {
 // ------------------------------------------------------------------ listening side
 class Listener {
  public:
-  Listener(const MeshOptions& o, const std::vector<char>& wanted, const std::string& key,
-           const std::string& nonce)
-      : o_(o), key_(key), nonce_(nonce), peers_(o.size, -1), wanted_(wanted) {
+  // `rv`'s key and nonce are read only once run() starts (the nonce may
+  // arrive with the addresses, after the listener is bound).
+  Listener(const MeshOptions& o, const std::vector<char>& wanted, const Rendezvous& rv)
+      : o_(o), rv_(rv), peers_(o.size, -1), wanted_(wanted) {
     Endpoint ep = resolve(o.hostname, "0", true);
     fd_ = ::socket(ep.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd_ < 0) throw Error(HVD_ERR_INTERNAL, std::string("init: socket: ") + std::strerror(errno));
@@ -344,14 +370,14 @@ class Listener {
     bool expected = server == static_cast<uint32_t>(o_.rank) && client > server &&
                     client < static_cast<uint32_t>(o_.size) && wanted_[client] && peers_[client] < 0;
     if (!expected) return drop(p);
-    Mac want =
-        client_proof(key_, nonce_, static_cast<int>(client), o_.rank, p.server_challenge, p.client_challenge);
+    Mac want = client_proof(rv_.key, rv_.nonce, static_cast<int>(client), o_.rank, p.server_challenge,
+                            p.client_challenge);
     if (!same_mac(mac, want.data())) return drop(p);
     // The client knows the secret; answer with ours and wait for its ack as
     // long as the mesh may take (it is the real peer).
     p.proven = true;
     p.client = static_cast<int>(client);
-    Mac answer = server_proof(key_, nonce_, p.client, o_.rank, p.server_challenge, p.client_challenge);
+    Mac answer = server_proof(rv_.key, rv_.nonce, p.client, o_.rank, p.server_challenge, p.client_challenge);
     p.out.append(reinterpret_cast<const char*>(answer.data()), answer.size());
     p.have = 0;
     p.need = sizeof(kAck);
@@ -360,7 +386,7 @@ class Listener {
   }
 
   const MeshOptions o_;
-  const std::string key_, nonce_;
+  const Rendezvous& rv_;
   int fd_ = -1;
   std::string address_;
   std::vector<Pending> pending_;
@@ -490,7 +516,7 @@ std::vector<int> connect_peers(const MeshOptions& o, const std::vector<int>& pee
     for (int& fd : fds) close_fd(fd);
   };
   try {
-    if (listens) listener = std::make_unique<Listener>(o, wanted, rv.key, rv.nonce);
+    if (listens) listener = std::make_unique<Listener>(o, wanted, rv);
     rv.publish(listener ? listener->address() : std::string());
     if (listener) server = std::thread([&] { listener->run(deadline, stop); });
     for (int s = 0; s < o.rank; ++s)
@@ -523,6 +549,24 @@ std::vector<int> connect_mesh(const MeshOptions& o, const std::vector<int>& peer
                     " bytes) to authenticate peers; start the ranks with hvd-selector run or "
                     "set HVD_SELECTOR_SECRET_FILE");
   const auto deadline = after(o.timeout_s);
+  if (store.gather) {
+    // One gather: every rank's address (rank 0's after the mesh's fresh nonce).
+    std::vector<std::string> table;
+    if (o.rank == 0) {
+      rv.nonce.resize(kNonceBytes);
+      random_bytes(&rv.nonce[0], rv.nonce.size());
+    }
+    rv.publish = [&](const std::string& address) {
+      table = store_gather(store, "tcp/mesh/", o.rank, o.size, o.rank == 0 ? rv.nonce + address : address,
+                           deadline);
+      if (table[0].size() < kNonceBytes)
+        throw Error(HVD_ERR_INTERNAL, "init: the data-plane nonce is malformed");
+      rv.nonce = table[0].substr(0, kNonceBytes);
+      table[0].erase(0, kNonceBytes);
+    };
+    rv.address_of = [&](int q) { return table[q]; };
+    return connect_peers(o, peers, rv);
+  }
   if (o.rank == 0) {
     rv.nonce.resize(kNonceBytes);
     random_bytes(&rv.nonce[0], rv.nonce.size());

@@ -56,8 +56,10 @@ struct Rendezvous {
 std::vector<int> connect_peers(const MeshOptions& options, const std::vector<int>& peers,
                                const Rendezvous& rv);
 
-// connect_peers through the rendezvous store ("tcp/nonce", "tcp/addr/<r>");
-// the job secret is store.key (HVD_ERR_INVALID without one).
+// connect_peers through the rendezvous store: one gather of every rank's
+// address ("tcp/mesh/<r>", rank 0's after the nonce) where the store has
+// one, else "tcp/nonce" and "tcp/addr/<r>" key by key; the job secret is
+// store.key (HVD_ERR_INVALID without one).
 std::vector<int> connect_mesh(const MeshOptions& options, const std::vector<int>& peers,
                               const hvd_store& store);
 

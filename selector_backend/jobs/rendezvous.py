@@ -8,6 +8,12 @@ number, and messages are length-prefixed JSON (values base64). Waiting for a
 key times out with a message naming the key, so a missing rank never hangs
 the others.
 
+Why a gather operation: a rank's ``init()`` needs every rank's record (its
+build, then its data address). One request sets this rank's record and waits
+until all ``size`` records exist, answered in one reply, so a rank meets the
+others in one round trip however many ranks there are (issue 35); a gather
+that times out names the ranks that never arrived.
+
 Why one event loop: anyone who can reach the port can open connections, and
 before the handshake nobody has proven anything. The server is one thread
 with a ``selectors`` loop, so a connection costs a socket and a few hundred
@@ -51,6 +57,7 @@ NOFILE_WANTED = 65536  # the store raises its process's soft descriptor limit to
 RESERVED_FDS = 64  # descriptors left to the rest of the process (rank 0 or the launcher)
 MIN_UNPROVEN = 16  # fewer than this many spare descriptors and the store refuses to start
 ATTEMPT_SECONDS = 5.0  # a client waits this long for one handshake before it reconnects
+MAX_GATHER = 1 << 20  # ranks one gather may wait for
 
 
 class RendezvousError(RuntimeError):
@@ -97,7 +104,10 @@ class _Session:
         self.received = 0
 
     def seal(self, message: dict[str, Any]) -> bytes:
-        body = json.dumps(message, separators=(",", ":")).encode()
+        return self.seal_body(_encode(message))
+
+    def seal_body(self, body: bytes) -> bytes:
+        """Frame a JSON body already encoded (the store encodes one gather's answer once for every rank)."""
         seq = struct.pack(">Q", self.sent)
         self.sent += 1
         return struct.pack(">I", len(body)) + body + _mac(self.key, self.sending, seq, body)
@@ -120,8 +130,45 @@ class _Session:
         return message
 
 
+def _encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
 def _session_key(secret: bytes, nonce_s: bytes, nonce_c: bytes) -> bytes:
     return _mac(secret, b"session", nonce_s, nonce_c)
+
+
+class _Wait:
+    """A request the store cannot answer yet: a get (one key) or a gather (``size`` keys under a prefix).
+
+    ``next`` is the first key not yet set: the connection waits on that key
+    alone, so each set wakes only the requests it can move forward.
+    """
+
+    __slots__ = ("keys", "next", "prefix", "timeout")
+
+    def __init__(self, keys: list[str], timeout: float, prefix: str | None = None) -> None:
+        self.keys = keys
+        self.next = 0
+        self.timeout = timeout
+        self.prefix = prefix  # None for a get
+
+    @property
+    def key(self) -> str:
+        return self.keys[self.next]
+
+    def timed_out(self, data: dict[str, bytes]) -> str:
+        if self.prefix is None:
+            return (
+                f"timed out after {self.timeout:g}s waiting for key {self.key!r} "
+                "(a rank did not start or died before rendezvous)"
+            )
+        missing = [str(r) for r, key in enumerate(self.keys) if key not in data]
+        shown = ", ".join(missing[:16]) + (f" and {len(missing) - 16} more" if len(missing) > 16 else "")
+        return (
+            f"timed out after {self.timeout:g}s waiting for {len(missing)} of {len(self.keys)} ranks under "
+            f"{self.prefix!r}: rank(s) {shown} did not start or died before rendezvous"
+        )
 
 
 class _Conn:
@@ -135,7 +182,7 @@ class _Conn:
         self.outbox = bytearray()
         self.nonce_s = os.urandom(NONCE_BYTES)
         self.session: _Session | None = None  # set once the client proved the secret
-        self.waiting: str | None = None  # the key of a get not yet answered (requests are served in order)
+        self.waiting: _Wait | None = None  # a get or gather not yet answered (requests are served in order)
         self.closing = False  # close once the outbox is flushed
         self.closed = False
 
@@ -167,7 +214,7 @@ class StoreServer:
     Counters (read them after the fact): ``rejected`` wrong proofs,
     ``evicted`` unproven connections closed to make room, ``expired``
     unproven connections closed at their deadline, ``peak`` most
-    connections open at once.
+    connections open at once, ``requests`` authenticated requests served.
     """
 
     def __init__(
@@ -194,13 +241,14 @@ class StoreServer:
         self.evicted = 0
         self.expired = 0
         self.peak = 0
+        self.requests = 0
         self._data: dict[str, bytes] = {}
+        self._version = 0  # counts sets: a cached gather answer is good while it is unchanged
+        self._answers: dict[tuple[str, int], tuple[int, bytes]] = {}  # (prefix, size) -> (version, JSON body)
         self._unproven: OrderedDict[_Conn, float] = OrderedDict()  # oldest first, with its deadline
         self._conns: set[_Conn] = set()
         self._waiters: dict[str, list[_Conn]] = {}
-        self._timers: list[
-            tuple[float, int, _Conn, str, float]
-        ] = []  # pending gets: (deadline, tie, conn, key, timeout)
+        self._timers: list[tuple[float, int, _Conn, _Wait]] = []  # pending requests: (deadline, tie, conn, wait)
         self._tie = itertools.count()
         self._paused_until = 0.0  # accept paused after EMFILE with nothing to evict
         self._listener = socket.create_server((host, port), backlog=4096, reuse_port=False)
@@ -312,14 +360,11 @@ class StoreServer:
             self.expired += 1
             self._close(conn)
         while self._timers and self._timers[0][0] <= now:
-            _, _, conn, key, timeout = heapq.heappop(self._timers)
-            if conn.closed or conn.waiting != key:
+            _, _, conn, wait = heapq.heappop(self._timers)
+            if conn.closed or conn.waiting is not wait:
                 continue
-            self._unwait(conn, key)
-            error = (
-                f"timed out after {timeout:g}s waiting for key {key!r} (a rank did not start or died before rendezvous)"
-            )
-            self._reply(conn, {"ok": False, "error": error})
+            self._unwait(conn)
+            self._reply(conn, {"ok": False, "error": wait.timed_out(self._data)})
             self._serve_inbox(conn)
         if self._paused_until and self._paused_until <= now:
             self._paused_until = 0.0
@@ -369,6 +414,7 @@ class StoreServer:
                 mac = bytes(conn.inbox[4 + length : 4 + length + MAC_BYTES])
                 del conn.inbox[: 4 + length + MAC_BYTES]
                 request = session.open(body, mac)
+                self.requests += 1
                 self._serve(conn, request)
             except (RendezvousError, ValueError):  # forged, reordered or malformed: end the connection
                 self._close(conn)
@@ -376,37 +422,70 @@ class StoreServer:
     def _serve(self, conn: _Conn, request: dict[str, Any]) -> None:
         op = request.get("op")
         key = request.get("key")
+        wait: _Wait | None = None
         if not isinstance(key, str):
             self._reply(conn, {"ok": False, "error": "request without a key"})
         elif op == "set":
-            self._data[key] = base64.b64decode(str(request.get("value", "")))
             self._reply(conn, {"ok": True})
-            for waiter in self._waiters.pop(key, []):
-                if not waiter.closed and waiter.waiting == key:
-                    waiter.waiting = None
-                    self._reply(waiter, self._value(key))
-                    self._serve_inbox(waiter)
+            self._set(key, base64.b64decode(str(request.get("value", ""))))
         elif op == "get":
-            if key in self._data:
-                self._reply(conn, self._value(key))
+            wait = _Wait([key], float(request.get("timeout", 30.0)))
+        elif op == "gather":  # set this rank's key, then wait for every rank's
+            rank, size = request.get("rank"), request.get("size")
+            if not (isinstance(size, int) and 0 < size <= MAX_GATHER and isinstance(rank, int) and 0 <= rank < size):
+                self._reply(conn, {"ok": False, "error": f"gather of rank {rank!r} among {size!r} ranks"})
                 return
-            timeout = float(request.get("timeout", 30.0))
-            conn.waiting = key
-            self._waiters.setdefault(key, []).append(conn)
-            heapq.heappush(self._timers, (time.monotonic() + timeout, next(self._tie), conn, key, timeout))
+            self._set(f"{key}{rank}", base64.b64decode(str(request.get("value", ""))))
+            wait = _Wait([f"{key}{r}" for r in range(size)], float(request.get("timeout", 30.0)), prefix=key)
         else:
             self._reply(conn, {"ok": False, "error": f"unknown request {op!r}"})
+        if wait is not None and not self._advance(conn, wait):
+            heapq.heappush(self._timers, (time.monotonic() + wait.timeout, next(self._tie), conn, wait))
 
-    def _value(self, key: str) -> dict[str, Any]:
-        return {"ok": True, "value": base64.b64encode(self._data[key]).decode()}
+    def _set(self, key: str, value: bytes) -> None:
+        """Store a value and move on every request that waited for this key."""
+        self._data[key] = value
+        self._version += 1
+        for waiter in self._waiters.pop(key, []):
+            wait = waiter.waiting
+            if not waiter.closed and wait is not None and wait.key == key and self._advance(waiter, wait):
+                self._serve_inbox(waiter)  # its next requests were held behind this one
 
-    def _unwait(self, conn: _Conn, key: str) -> None:
+    def _advance(self, conn: _Conn, wait: _Wait) -> bool:
+        """Answer the request if every key it needs exists (True), else park it on the first missing key."""
+        while wait.next < len(wait.keys) and wait.key in self._data:
+            wait.next += 1
+        if wait.next < len(wait.keys):
+            conn.waiting = wait
+            self._waiters.setdefault(wait.key, []).append(conn)
+            return False
         conn.waiting = None
-        waiters = self._waiters.get(key, [])
+        assert conn.session is not None
+        if wait.prefix is None:
+            value = base64.b64encode(self._data[wait.keys[0]]).decode()
+            self._send(conn, conn.session.seal({"ok": True, "value": value}))
+        else:
+            self._send(conn, conn.session.seal_body(self._answer(wait.prefix, wait.keys)))
+        return True
+
+    def _answer(self, prefix: str, keys: list[str]) -> bytes:
+        """One gather's reply body, encoded once for every rank that asks while nothing changes."""
+        cached = self._answers.get((prefix, len(keys)))
+        if cached is not None and cached[0] == self._version:
+            return cached[1]
+        body = _encode({"ok": True, "values": [base64.b64encode(self._data[key]).decode() for key in keys]})
+        self._answers[(prefix, len(keys))] = (self._version, body)
+        return body
+
+    def _unwait(self, conn: _Conn) -> None:
+        wait, conn.waiting = conn.waiting, None
+        if wait is None:
+            return
+        waiters = self._waiters.get(wait.key, [])
         if conn in waiters:
             waiters.remove(conn)
         if not waiters:
-            self._waiters.pop(key, None)
+            self._waiters.pop(wait.key, None)
 
     def _reply(self, conn: _Conn, message: dict[str, Any]) -> None:
         assert conn.session is not None
@@ -441,11 +520,29 @@ class StoreServer:
         conn.closed = True
         self._unproven.pop(conn, None)
         self._conns.discard(conn)
-        if conn.waiting is not None:
-            self._unwait(conn, conn.waiting)
+        self._unwait(conn)
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(conn.sock)
         conn.sock.close()
+
+
+def _open(host: str, port: int, timeout: float) -> socket.socket:
+    """A connected socket. An address given as numbers skips getaddrinfo, which would import the idna
+    codec (stringprep, unicodedata) into every rank: most of a rank's CPU in init() once the rest was cut."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect((host, port))
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    return socket.create_connection((host, port), timeout=timeout)
 
 
 def _connect(host: str, port: int, deadline: float, retry_refused: bool, where: str) -> socket.socket:
@@ -453,7 +550,7 @@ def _connect(host: str, port: int, deadline: float, retry_refused: bool, where: 
     while True:
         left = deadline - time.monotonic()
         try:
-            sock = socket.create_connection((host, port), timeout=max(0.05, left))
+            sock = _open(host, port, max(0.05, left))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return sock
         except OSError as exc:
@@ -552,6 +649,23 @@ class StoreClient:
 
     def get(self, key: str, timeout_ms: int | None = None) -> bytes:
         return self.get_many([key], timeout_ms)[0]
+
+    def gather(self, prefix: str, rank: int, size: int, value: bytes, timeout_ms: int | None = None) -> list[bytes]:
+        """Set ``prefix + rank`` to value and return the values of ``prefix + 0 .. size-1`` once all exist:
+        one round trip for the whole table (a store without the operation gets a set and a get_many)."""
+        wait = self.timeout if timeout_ms is None else timeout_ms / 1000.0
+        request = {"op": "gather", "key": self.prefix + prefix, "rank": rank, "size": size, "timeout": wait}
+        try:
+            (reply,) = self._call([{**request, "value": base64.b64encode(value).decode()}], wait)
+        except RendezvousError as exc:
+            if "unknown request 'gather'" not in str(exc):
+                raise
+            self.set(f"{prefix}{rank}", value)
+            return self.get_many([f"{prefix}{r}" for r in range(size)], timeout_ms)
+        values = reply.get("values")
+        if not isinstance(values, list) or len(values) != size:
+            raise RendezvousError(f"rendezvous: the gather under {prefix!r} did not return {size} values")
+        return [base64.b64decode(str(item)) for item in values]
 
     def get_many(self, keys: Sequence[str], timeout_ms: int | None = None) -> list[bytes]:
         """The values of `keys`, each waited for as get() waits, in one round trip."""

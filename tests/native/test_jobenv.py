@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -72,6 +74,59 @@ def test_verdict_allows_mixed_targets_and_names_offending_hosts() -> None:
     assert "release differs" in buildmix.verdict([_rec(0, "a"), _rec(1, "b", release="0.2.0")])
     mix = buildmix.format_mix([_rec(0, "a"), _rec(1, "b", target="x86_64_v4")])
     assert "a: ranks 0" in mix and "target=x86_64_v4" in mix and mix.endswith("compatible: yes")
+
+
+def _exchange_all(records: list[dict]) -> list[object]:
+    """Every rank runs buildmix.exchange through a real store at once; each one's result or error."""
+    server = rendezvous.StoreServer(b"s" * 32).start()
+    results: list[object] = [None] * len(records)
+
+    def rank(r: int) -> None:
+        client = rendezvous.StoreClient(*server.address, b"s" * 32, timeout=10)
+        try:
+            results[r] = buildmix.exchange(client.gather, records[r], len(records))
+        except Exception as exc:  # compared by the test
+            results[r] = exc
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(len(records))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    server.stop()
+    return results
+
+
+def test_every_rank_judges_the_same_build_records_in_one_gather() -> None:
+    """No verdict from rank 0 any more: each rank reads every record in one gather and judges them
+    itself, so a compatible job returns the same records everywhere and an incompatible one raises
+    the same IncompatibleBuildsError on every rank."""
+    good = [_rec(0, "a"), _rec(1, "a"), _rec(2, "b", target="x86_64_v4")]
+    assert _exchange_all(good) == [good] * 3
+    results = _exchange_all([_rec(0, "a"), _rec(1, "a"), _rec(2, "b", release="0.2.0")])
+    assert all(isinstance(r, buildmix.IncompatibleBuildsError) for r in results), results
+    assert len({str(r) for r in results}) == 1 and "release differs" in str(results[0])
+
+
+def test_release_is_read_from_the_dist_info_beside_the_package(tmp_path) -> None:
+    """An installed wheel's release comes from its own dist-info (one directory listing), not from
+    importlib.metadata's scan of sys.path; a tree without one still answers."""
+    import importlib.util
+
+    (tmp_path / "hvd_selector").mkdir()
+    copy = tmp_path / "hvd_selector" / "buildmix.py"
+    copy.write_text(Path(buildmix.__file__).read_text())
+    info = tmp_path / "hvd_selector-9.8.7.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.4\nName: hvd-selector\nVersion: 9.8.7\n\nbody\n")
+    spec = importlib.util.spec_from_file_location("buildmix_installed", copy)
+    assert spec is not None and spec.loader is not None
+    installed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(installed)
+    assert installed.release() == "9.8.7"
+    assert buildmix.release() != "9.8.7"
 
 
 def test_hosts_and_hostfile(tmp_path) -> None:

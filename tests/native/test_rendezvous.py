@@ -6,6 +6,8 @@ import json
 import os
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -67,6 +69,144 @@ def test_get_many_answers_in_order_waiting_for_keys_set_later(server: StoreServe
         b.get_many(["build/0", "build/9", "build/1"], timeout_ms=300)
     a.close()
     b.close()
+
+
+def _gather_all(server: StoreServer, size: int, prefix: str = "build/", **kw) -> list[list[bytes] | BaseException]:
+    """Every rank of `size` gathers its record at once (a thread and a connection each)."""
+    results: list[list[bytes] | BaseException] = [RuntimeError("not run")] * size
+    clients = [StoreClient(*server.address, b"s" * 32, timeout=5) for _ in range(size)]
+
+    def rank(r: int) -> None:
+        try:
+            results[r] = clients[r].gather(prefix, r, size, f"record {r}".encode(), **kw)
+        except BaseException as exc:  # reported to the test
+            results[r] = exc
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(size)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    for client in clients:
+        client.close()
+    return results
+
+
+def test_gather_answers_every_rank_exactly_the_whole_table_in_one_request(server: StoreServer) -> None:
+    """Each of 12 ranks sends one gather and gets back exactly 12 records, in rank order; the
+    store encodes the table once and counts one request per rank."""
+    results = _gather_all(server, 12)
+    assert results == [[f"record {r}".encode() for r in range(12)]] * 12
+    assert server._data.keys() >= {f"build/{r}" for r in range(12)}
+    assert len(server._answers) == 1  # one table, encoded once (every rank's reply reused it)
+
+
+def test_gather_waits_for_late_ranks_and_plain_sets(server: StoreServer) -> None:
+    """A gather parks until the last record exists, whether it comes from a gather or a set."""
+    a, b, c = (StoreClient(*server.address, b"s" * 32, timeout=5) for _ in range(3))
+    late = threading.Timer(0.3, lambda: c.set("mesh/2", b"two"))
+    late.start()
+    try:
+        box: list[list[bytes]] = []
+        other = threading.Thread(target=lambda: box.append(b.gather("mesh/", 1, 3, b"one")))
+        other.start()
+        assert a.gather("mesh/", 0, 3, b"zero") == [b"zero", b"one", b"two"]
+        other.join(timeout=5)
+        assert box == [[b"zero", b"one", b"two"]]
+    finally:
+        late.join()
+    for client in (a, b, c):
+        client.close()
+
+
+def test_a_gather_missing_ranks_times_out_naming_them(server: StoreServer) -> None:
+    """Two of five ranks never come: each waiting rank gets one error naming ranks 3 and 4."""
+    start = time.monotonic()
+    clients = [StoreClient(*server.address, b"s" * 32, timeout=5) for _ in range(3)]
+    errors: list[str] = []
+
+    def rank(r: int) -> None:
+        try:
+            clients[r].gather("build/", r, 5, b"x", timeout_ms=500)
+        except RendezvousError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert (
+        errors
+        == [
+            "rendezvous: timed out after 0.5s waiting for 2 of 5 ranks under 'build/': "
+            "rank(s) 3, 4 did not start or died before rendezvous"
+        ]
+        * 3
+    )
+    assert time.monotonic() - start < 4
+    for client in clients:  # the connection still works after the timeout
+        assert client.get("build/0") == b"x"
+        client.close()
+
+
+def test_a_gather_with_a_bad_rank_or_size_is_refused(server: StoreServer) -> None:
+    client = StoreClient(*server.address, b"s" * 32, timeout=5)
+    for rank, size in ((3, 3), (-1, 2), (0, 0)):
+        with pytest.raises(RendezvousError, match=f"gather of rank {rank} among {size} ranks"):
+            client.gather("build/", rank, size, b"x")
+    assert not server._data
+    client.close()
+
+
+def test_a_gather_with_a_forged_mac_stores_nothing(server: StoreServer) -> None:
+    """A gather frame with a wrong MAC, or a stranger without the secret, ends the connection before
+    anything is stored or any record leaves the store."""
+    honest = StoreClient(*server.address, b"s" * 32, timeout=5)
+    honest.set("build/0", b"secret record")
+    client = StoreClient(*server.address, b"s" * 32, timeout=5)
+    body = json.dumps({"op": "gather", "key": "build/", "rank": 1, "size": 2, "value": "eA==", "timeout": 1}).encode()
+    client._sock.sendall(struct.pack(">I", len(body)) + body + b"\x00" * 32)
+    client._sock.settimeout(3)
+    assert client._sock.recv(1) == b""  # hung up without an answer
+    assert "build/1" not in server._data
+    with pytest.raises(RendezvousError, match="shared secret mismatch"):
+        StoreClient(*server.address, b"x" * 32, timeout=5).gather("build/", 1, 2, b"x")
+    assert "build/1" not in server._data
+    honest.close()
+    client.close()
+
+
+def test_gather_falls_back_on_a_store_without_it(server: StoreServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank of this release rendezvousing through an older launcher's store (no gather) sets its
+    record and reads the table key by key instead."""
+    original = StoreServer._serve
+
+    def without_gather(self: StoreServer, conn: object, request: dict) -> None:
+        if request.get("op") == "gather":
+            self._reply(conn, {"ok": False, "error": "unknown request 'gather'"})
+            return
+        original(self, conn, request)
+
+    monkeypatch.setattr(StoreServer, "_serve", without_gather)
+    results = _gather_all(server, 3)
+    assert results == [[b"record 0", b"record 1", b"record 2"]] * 3
+
+
+def test_a_numeric_store_address_is_reached_without_the_idna_codec() -> None:
+    """Connecting to 127.0.0.1 skips getaddrinfo, whose idna codec import (stringprep, unicodedata)
+    cost each rank more CPU in init() than everything else it did."""
+    code = (
+        "import sys\n"
+        "from selector_backend.jobs.rendezvous import StoreClient, StoreServer\n"
+        "srv = StoreServer(b's' * 32).start()\n"
+        "StoreClient(*srv.address, b's' * 32, timeout=5).close()\n"
+        "srv.stop()\n"
+        "print(sorted(m for m in ('encodings.idna', 'stringprep') if m in sys.modules))\n"
+    )
+    repo = Path(rendezvous.__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr
 
 
 def test_unreachable_rendezvous() -> None:
@@ -138,6 +278,46 @@ def test_missing_rank_times_out_in_init(gloo_build, tmp_path: Path) -> None:
         srv.stop()
     assert "CollectiveTimeoutError" in proc.stdout and "timed out after 2s" in proc.stdout, proc.stdout + proc.stderr
     assert elapsed < 20
+
+
+@pytest.mark.slow
+def test_init_meets_the_others_in_two_store_requests_per_rank(gloo_build, tmp_path: Path) -> None:
+    """A rank's init() sends the store two requests whatever the job size: one gather of the build
+    records and one of the data addresses (before: a set and a get for the build, the verdict, the
+    nonce, a set and a get per lower peer)."""
+    ranks = 4
+    srv = StoreServer(b"s" * 32).start()
+    try:
+        host, port = srv.address
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    "import numpy as np, hvd_selector as h\nh.init()\n"
+                    "print(h.allreduce(np.ones(2), op=h.Sum).tolist())\nh.shutdown()",
+                ],
+                cwd=tmp_path,
+                env=gloo_build.env(
+                    HVD_SELECTOR_RENDEZVOUS=f"{host}:{port}",
+                    HVD_SELECTOR_SECRET=(b"s" * 32).hex(),
+                    HVD_SELECTOR_RANK=str(rank),
+                    HVD_SELECTOR_SIZE=str(ranks),
+                    HVD_SELECTOR_LOCAL_RANK=str(rank),
+                    HVD_SELECTOR_LOCAL_SIZE=str(ranks),
+                    HVD_SELECTOR_TIMEOUT="20",
+                ),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for rank in range(ranks)
+        ]
+        outputs = [proc.communicate(timeout=60)[0] for proc in procs]
+    finally:
+        srv.stop()
+    assert [out.strip() for out in outputs] == ["[4.0, 4.0]"] * ranks, outputs
+    assert srv.requests == 2 * ranks
 
 
 def test_a_connection_flood_costs_no_thread_per_connection() -> None:

@@ -77,6 +77,13 @@ typedef struct {
   int (*get)(void* ctx, const char* key, void** value, size_t* len, int64_t timeout_ms, char* error);
   const void* key;
   size_t key_len;
+  /* Optional (NULL: the library uses set and get): sets `prefix` followed by
+   * `rank` (decimal) to `value`, waits until the keys of every rank 0..size-1
+   * exist, and returns all of them in one malloc()ed buffer the library
+   * free()s: per rank in order, a big-endian u32 length and the bytes. One
+   * store round trip for what every rank needs from every other. */
+  int (*gather)(void* ctx, const char* prefix, int rank, int size, const void* value, size_t len,
+                void** table, size_t* table_len, int64_t timeout_ms, char* error);
 } hvd_store;
 
 const char* hvd_last_error(void);

@@ -53,18 +53,22 @@ def attack_during_init() -> None:
 
 
 if os.environ.get("HVD_SELECTOR_RANK", "0") != "0":
-    # A slow rank: it looks up the listeners' addresses 0.5 s late, so the
-    # strays surely reach the listeners before it does (the race of the DoS).
+    # A slow rank: it connects to the listeners 0.5 s after it learned their
+    # addresses (one gather), so the strays surely reach the listeners before
+    # it does (the race of the DoS).
     from selector_backend.jobs import rendezvous
 
-    lookup = rendezvous.StoreClient.get
+    gather = rendezvous.StoreClient.gather
 
-    def slow_get(self: rendezvous.StoreClient, key: str, timeout_ms: int | None = None) -> bytes:
-        if key.startswith("tcp/addr/"):
+    def slow_gather(
+        self: rendezvous.StoreClient, prefix: str, rank: int, size: int, value: bytes, timeout_ms: int | None = None
+    ) -> list[bytes]:
+        table = gather(self, prefix, rank, size, value, timeout_ms)
+        if prefix.startswith("tcp/mesh/"):
             time.sleep(0.5)
-        return lookup(self, key, timeout_ms)
+        return table
 
-    rendezvous.StoreClient.get = slow_get  # type: ignore[method-assign]
+    rendezvous.StoreClient.gather = slow_gather  # type: ignore[method-assign]
 
 attacker = threading.Thread(target=attack_during_init, daemon=True)
 attacker.start()
