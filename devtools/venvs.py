@@ -34,10 +34,15 @@ def _template(packages: tuple[str, ...] = (), find_links: str | None = None) -> 
     if packages:
         cmd = [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
         cmd += ["--no-index", "--find-links", str(find_links), *packages]
-        proc = subprocess.run(cmd, env=user_env(), capture_output=True, text=True, timeout=600)
-        if proc.returncode:
-            raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-4000:]}")
+        _run_pip(cmd, env=user_env())
     return root
+
+
+def _run_pip(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> None:
+    """Run a pip command; a failure raises with pip's own last words."""
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-4000:]}")
 
 
 def _site_packages(root: Path) -> Path:
@@ -75,7 +80,5 @@ def download_wheels(dest: Path, packages: Iterable[str], timeout: float = 600) -
     installs need no network (``pip install --find-links dest``). This one runs
     with the caller's pip settings: they say how to reach the index."""
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(dest), *packages]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode:
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-4000:]}")
+    _run_pip(cmd, timeout=timeout)
     return dest
