@@ -23,31 +23,53 @@ def user_env(**extra: str) -> dict[str, str]:
 
 
 @functools.cache
-def _pip_template() -> Path:
-    """One venv per process with pip installed by ensurepip, removed at exit: the pip every
-    ``make_venv`` copies (ensurepip takes about 6 s of CPU a venv, a copy a tenth of that)."""
-    root = Path(tempfile.mkdtemp(prefix="hvd-selector-pip-venv-"))
+def _template(packages: tuple[str, ...] = (), find_links: str | None = None) -> Path:
+    """One venv per process and per package set, removed at exit: what every ``make_venv``
+    copies. Pip comes from ensurepip (about 6 s of CPU a venv, a copy a tenth of that);
+    ``packages`` are then installed once from the ``find_links`` wheelhouse (numpy's wheel
+    alone costs a fresh venv more CPU than copying the installed files)."""
+    root = Path(tempfile.mkdtemp(prefix="hvd-selector-venv-template-"))
     atexit.register(shutil.rmtree, root, True)
     venv.EnvBuilder(with_pip=True).create(root)
+    if packages:
+        cmd = [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        cmd += ["--no-index", "--find-links", str(find_links), *packages]
+        _run_pip(cmd, env=user_env())
     return root
+
+
+def _run_pip(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> None:
+    """Run a pip command; a failure raises with pip's own last words."""
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-4000:]}")
 
 
 def _site_packages(root: Path) -> Path:
     return next((root / "lib").glob("python*/site-packages"))
 
 
-def make_venv(path: Path, system_site_packages: bool = False) -> Path:
-    """A fresh venv with pip at ``path`` (an old one there is removed); returns its bin/.
+def make_venv(
+    path: Path,
+    system_site_packages: bool = False,
+    packages: Iterable[str] = (),
+    find_links: Path | None = None,
+) -> Path:
+    """A fresh venv with pip (and ``packages``, from the ``find_links`` wheelhouse) at ``path``
+    (an old one there is removed); returns its bin/.
 
-    The venv is made by ``venv`` without pip, then gets the pip that ensurepip installed
-    into this process's template venv: the same files, and pip's scripts with this venv's
-    interpreter in their first line, as ensurepip would have written them here."""
+    The venv is made by ``venv`` without pip, then gets the files that ensurepip and pip
+    installed into this process's template venv for the same ``packages``: the same files,
+    and the scripts with this venv's interpreter in their first line, as pip would have
+    written them here."""
     venv.EnvBuilder(system_site_packages=system_site_packages, clear=True).create(path)
-    template = _pip_template()
+    template = _template(tuple(sorted(packages)), str(find_links) if packages else None)
     shutil.copytree(_site_packages(template), _site_packages(path), symlinks=True, dirs_exist_ok=True)
-    for script in (template / "bin").glob("pip*"):
-        shebang, body = script.read_text(encoding="utf-8").split("\n", 1)
+    for script in (template / "bin").iterdir():
         target = path / "bin" / script.name
+        if target.exists() or script.is_symlink() or not script.read_bytes().startswith(b"#!"):
+            continue  # python*, activate* are venv's own
+        shebang, body = script.read_text(encoding="utf-8").split("\n", 1)
         target.write_text(f"{shebang.replace(str(template), str(path))}\n{body}", encoding="utf-8")
         target.chmod(0o755)
     return path / "bin"
@@ -58,7 +80,5 @@ def download_wheels(dest: Path, packages: Iterable[str], timeout: float = 600) -
     installs need no network (``pip install --find-links dest``). This one runs
     with the caller's pip settings: they say how to reach the index."""
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(dest), *packages]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode:
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-4000:]}")
+    _run_pip(cmd, timeout=timeout)
     return dest

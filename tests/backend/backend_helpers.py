@@ -13,7 +13,7 @@ from pathlib import Path
 
 from devtools.build_cache import BUILD_DIR, build_once, files_hash, source_files
 from devtools.loopback_http import FlakyServer
-from devtools.venvs import user_env
+from devtools.venvs import make_venv, user_env
 
 REPO = Path(__file__).resolve().parents[2]
 E2E_TARGETS = ("x86_64", "x86_64_v3", "x86_64_v4")
@@ -146,6 +146,14 @@ def pip_install(
         check=check,
         timeout=1200,
     )
+
+
+def venv_with_dependencies(path: Path, index: VariantIndex) -> Path:
+    """A fresh venv (bin/) that already holds hvd-selector's runtime dependencies, copied from one
+    template per process (devtools.venvs): pip still resolves them, and installs hvd-selector alone.
+    For tests about what is installed, not how numpy is; test_host_profile_override keeps one
+    install with every dependency into a bare venv."""
+    return make_venv(path, packages=RUNTIME_DEPS, find_links=index.wheelhouse)
 
 
 def build_info(bindir: Path, env: dict[str, str] | None = None) -> dict[str, object]:

@@ -14,15 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from devtools.venvs import make_venv
-
-from .backend_helpers import VariantIndex, clean_env, run
+from .backend_helpers import VariantIndex, clean_env, run, venv_with_dependencies
 
 pytestmark = pytest.mark.slow
 
 
 def pip_install_cached(bindir: Path, index: VariantIndex, env: dict[str, str]) -> None:
-    """A plain install that uses pip's wheel cache (no --no-cache-dir), dependencies from the wheelhouse."""
+    """A plain install that uses pip's wheel cache (no --no-cache-dir), into a venv that already holds
+    the dependencies (backend_helpers.venv_with_dependencies; the wheelhouse would have them too)."""
     pip = [str(bindir / "python"), "-m", "pip", "install", "--find-links", str(index.wheelhouse)]
     run([*pip, "--extra-index-url", index.url, "hvd-selector"], env=env)
 
@@ -42,10 +41,10 @@ def test_doctors_fix_as_printed_replaces_a_cached_wheel_of_another_cpu(
 ) -> None:
     pip_cache = str(tmp_path / "pip-cache")
     first = clean_env(PIP_CACHE_DIR=pip_cache, HVD_SELECTOR_TARGET="x86_64_v4")
-    pip_install_cached(make_venv(tmp_path / "first"), variant_index, first)
+    pip_install_cached(venv_with_dependencies(tmp_path / "first", variant_index), variant_index, first)
     # a host forced lower, as a second machine of the fleet: pip hands it the cached x86_64_v4 wheel
     here = clean_env(PIP_CACHE_DIR=pip_cache, HVD_SELECTOR_TARGET="x86_64_v3")
-    bindir = make_venv(tmp_path / "second")
+    bindir = venv_with_dependencies(tmp_path / "second", variant_index)
     pip_install_cached(bindir, variant_index, here)
     rc, output, report = doctor(bindir, here)
     assert rc == 3 and "problem: the installed build does not run on this machine" in output, output
@@ -77,7 +76,7 @@ def test_doctors_fix_as_printed_installs_the_missing_nccl(
     record = tmp_path / "variant.json"
     gpu_build = catalog.parse_variant("target=x86_64_v3 cuda=13 cuda_arch=90 tensor_ops=nccl", fill_defaults=True)
     record.write_text(variant_json.dumps(gpu_build, catalog))
-    bindir = make_venv(tmp_path / "venv")
+    bindir = venv_with_dependencies(tmp_path / "venv", variant_index)
     env = clean_env(HVD_SELECTOR_TARGET="x86_64_v3", HVD_SELECTOR_CACHE_DIR=str(tmp_path / "cache"))
     pip_install_cached(bindir, variant_index, env)
     h100 = {

@@ -17,7 +17,15 @@ import pytest
 from devtools.loopback_http import serve
 from devtools.venvs import make_venv
 
-from .backend_helpers import VariantIndex, build_info, clean_env, copy_index, pip_install, run
+from .backend_helpers import (
+    VariantIndex,
+    build_info,
+    clean_env,
+    copy_index,
+    pip_install,
+    run,
+    venv_with_dependencies,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spread]  # independent tests: any xdist worker (testing.md)
 
@@ -37,7 +45,7 @@ def test_pip_installs_the_best_variant_for_this_machine(variant_index: VariantIn
 
     if archspec.cpu.host().generic.name != "x86_64_v4":
         pytest.skip("this test's expectation is for an x86_64_v4 machine")
-    bindir = make_venv(tmp_path / "venv")
+    bindir = venv_with_dependencies(tmp_path / "venv", variant_index)
     proc = pip_install(bindir, variant_index)
     assert "hvd-selector: selected prebuilt target=x86_64_v4" in proc.stdout + proc.stderr
     info = build_info(bindir)
@@ -56,7 +64,7 @@ def test_pip_installs_the_best_variant_for_this_machine(variant_index: VariantIn
 
 
 def test_target_override_installs_the_v3_build(variant_index: VariantIndex, tmp_path: Path) -> None:
-    bindir = make_venv(tmp_path / "venv")
+    bindir = venv_with_dependencies(tmp_path / "venv", variant_index)
     trace = tmp_path / "trace.jsonl"
     env = clean_env(HVD_SELECTOR_TARGET="x86_64_v3", HVD_SELECTOR_TRACE=str(trace))
     pip_install(bindir, variant_index, env=env)
@@ -74,7 +82,7 @@ def test_host_profile_override_installs_the_baseline_build(variant_index: Varian
         '{"platform": "linux", "machine": "x86_64", "libc": "glibc 2.36", "python": "cp311",'
         ' "cpu": {"microarch": "nehalem"}}'
     )
-    bindir = make_venv(tmp_path / "venv")
+    bindir = make_venv(tmp_path / "venv")  # bare: this install brings every runtime dependency too
     pip_install(bindir, variant_index, "-C", f"host-profile={profile}")
     assert build_info(bindir)["target"] == "x86_64"
 
@@ -102,13 +110,13 @@ def test_uv_gets_the_same_variant(variant_index: VariantIndex, tmp_path: Path) -
         env=env,
         timeout=900,
     )
-    pip_bindir = make_venv(tmp_path / "pip-venv")
+    pip_bindir = venv_with_dependencies(tmp_path / "pip-venv", variant_index)
     pip_install(pip_bindir, variant_index)
     assert build_info(bindir)["variant"] == build_info(pip_bindir)["variant"]
 
 
 def test_tampered_wheel_fails_closed(variant_index: VariantIndex, tmp_path: Path) -> None:
-    bindir = make_venv(tmp_path / "venv")
+    bindir = venv_with_dependencies(tmp_path / "venv", variant_index)
     cache = tmp_path / "cache"
     path = variant_index.published_path("x86_64_v4")
     variant_index.server.queue(path, "tamper")
@@ -131,7 +139,7 @@ def test_tampered_wheel_fails_closed(variant_index: VariantIndex, tmp_path: Path
 
 
 def test_flaky_server_is_retried(variant_index: VariantIndex, tmp_path: Path) -> None:
-    bindir = make_venv(tmp_path / "venv")
+    bindir = venv_with_dependencies(tmp_path / "venv", variant_index)
     variant_index.server.queue("/simple/hvd-selector/", "500")
     variant_index.server.queue(variant_index.published_path("x86_64_v3"), "cut", "500")
     env = clean_env(HVD_SELECTOR_TARGET="x86_64_v3", HVD_SELECTOR_CACHE_DIR=str(tmp_path / "cache"))
@@ -144,7 +152,9 @@ def test_flaky_server_is_retried(variant_index: VariantIndex, tmp_path: Path) ->
 def test_eight_concurrent_installs_share_one_cache(variant_index: VariantIndex, tmp_path: Path) -> None:
     cache = tmp_path / "shared-cache"
     env = clean_env(HVD_SELECTOR_CACHE_DIR=str(cache), HVD_SELECTOR_TARGET="x86_64")
-    bindirs = [make_venv(tmp_path / f"venv{i}") for i in range(8)]
+    # eight venvs copied from one that holds the runtime dependencies: the installs race on the
+    # hvd-selector wheel, not on unpacking numpy eight times
+    bindirs = [venv_with_dependencies(tmp_path / f"venv{i}", variant_index) for i in range(8)]
     path = variant_index.published_path("x86_64")
     before = variant_index.server.count(path)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
@@ -159,7 +169,7 @@ def test_eight_concurrent_installs_share_one_cache(variant_index: VariantIndex, 
 def test_no_compatible_variant_builds_the_exact_variant(variant_index: VariantIndex, tmp_path: Path) -> None:
     only_v4 = copy_index(variant_index, tmp_path / "index-v4", ("x86_64_v4",))
     with serve(only_v4) as server:
-        bindir = make_venv(tmp_path / "venv")
+        bindir = venv_with_dependencies(tmp_path / "venv", variant_index)
         # no MPI: the exact build for this host is then the gloo one, whatever MPI this machine has
         env = clean_env(HVD_SELECTOR_TARGET="x86_64_v3", HVD_SELECTOR_MPI="none")
         proc = pip_install(bindir, variant_index, "-C", f"index-url={server.url}/simple", env=env)
