@@ -146,11 +146,13 @@ std::string python_message(nb::python_error& exc) {
   }
 }
 
-int store_set(void* ctx, const char* key, const void* value, size_t len, char* error) {
+// Runs a store callback's body under the GIL: 0, or 1 with the Python
+// exception's text in `error` (the C surface's convention for callbacks).
+template <class Body>
+int calling_python(char* error, Body&& body) {
   nb::gil_scoped_acquire gil;
   try {
-    auto* s = static_cast<PyStore*>(ctx);
-    s->set_fn(std::string(key), nb::bytes(static_cast<const char*>(value), len));
+    body();
     return 0;
   } catch (nb::python_error& exc) {
     copy_error(error, python_message(exc));
@@ -161,32 +163,33 @@ int store_set(void* ctx, const char* key, const void* value, size_t len, char* e
   }
 }
 
+// A malloc'ed copy the core frees with free() (never empty: malloc(0) may be NULL).
+void* malloc_copy(const void* data, size_t len) {
+  void* out = std::malloc(len ? len : 1);
+  std::memcpy(out, data, len);
+  return out;
+}
+
+int store_set(void* ctx, const char* key, const void* value, size_t len, char* error) {
+  return calling_python(error, [&] {
+    static_cast<PyStore*>(ctx)->set_fn(std::string(key), nb::bytes(static_cast<const char*>(value), len));
+  });
+}
+
 int store_get(void* ctx, const char* key, void** value, size_t* len, int64_t timeout_ms, char* error) {
-  nb::gil_scoped_acquire gil;
-  try {
-    auto* s = static_cast<PyStore*>(ctx);
-    nb::bytes data = nb::cast<nb::bytes>(s->get_fn(std::string(key), timeout_ms));
+  return calling_python(error, [&] {
+    nb::bytes data = nb::cast<nb::bytes>(static_cast<PyStore*>(ctx)->get_fn(std::string(key), timeout_ms));
     *len = data.size();
-    *value = std::malloc(*len ? *len : 1);
-    std::memcpy(*value, data.c_str(), *len);
-    return 0;
-  } catch (nb::python_error& exc) {
-    copy_error(error, python_message(exc));
-    return 1;
-  } catch (const std::exception& exc) {
-    copy_error(error, exc.what());
-    return 1;
-  }
+    *value = malloc_copy(data.c_str(), *len);
+  });
 }
 
 int store_gather(void* ctx, const char* prefix, int rank, int size, const void* value, size_t len,
                  void** table, size_t* table_len, int64_t timeout_ms, char* error) {
-  nb::gil_scoped_acquire gil;
-  try {
-    auto* s = static_cast<PyStore*>(ctx);
-    nb::list values = nb::cast<nb::list>(s->gather_fn(
+  return calling_python(error, [&] {
+    nb::list values = nb::cast<nb::list>(static_cast<PyStore*>(ctx)->gather_fn(
         std::string(prefix), rank, size, nb::bytes(static_cast<const char*>(value), len), timeout_ms));
-    std::string out;
+    std::string out;  // each value as a 4-byte big-endian length, then its bytes
     for (nb::handle item : values) {
       nb::bytes one = nb::cast<nb::bytes>(item);
       const size_t n = one.size();
@@ -194,16 +197,8 @@ int store_gather(void* ctx, const char* prefix, int rank, int size, const void* 
       out.append(one.c_str(), n);
     }
     *table_len = out.size();
-    *table = std::malloc(out.size() ? out.size() : 1);
-    std::memcpy(*table, out.data(), out.size());
-    return 0;
-  } catch (nb::python_error& exc) {
-    copy_error(error, python_message(exc));
-    return 1;
-  } catch (const std::exception& exc) {
-    copy_error(error, exc.what());
-    return 1;
-  }
+    *table = malloc_copy(out.data(), out.size());
+  });
 }
 
 // The C view of a Python store (its gather only where it has one).

@@ -72,6 +72,8 @@ def nccl_companion_sdist(sdist: Path, outdir: Path) -> Path | None:
     text = files["pyproject.toml"].decode("utf-8")
     data = _parse(Path(f"{sdist.name}:pyproject.toml"), text)
     project = data.get("project", {})
+    if "name" not in project or "version" not in project:
+        return None  # metadata written by setup.py (dynamic): no static extra can name the companion
     name, version = str(project["name"]), str(project["version"])
     companion = companion_name(name)
     optional = project.get("optional-dependencies", {})
