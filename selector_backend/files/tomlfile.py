@@ -46,7 +46,8 @@ class TomlDocument:
         return InputError(f"{self.locate(*needles)}: {message}")
 
 
-def _parse(path: Path, text: str) -> dict[str, Any]:
+def parse_toml(path: Path, text: str) -> dict[str, Any]:
+    """TOML text already read (a file, or a member of an archive named by ``path``); bad TOML is one InputError."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on Python 3.10 only
@@ -64,7 +65,7 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
 def load_toml(path: Path) -> TomlDocument:
     """Parse ``path``; a missing file or a syntax error is an InputError."""
     text = read_text(path, "the TOML file")
-    return TomlDocument(path, text, _parse(path, text))
+    return TomlDocument(path, text, parse_toml(path, text))
 
 
 MEMO_DIRECTORY = "catalog-memos"
@@ -102,7 +103,7 @@ def load_toml_remembered(path: Path) -> TomlDocument:
                 return TomlDocument(path, text, kept["data"])
         except (ValueError, RecursionError):
             pass
-    data = _parse(path, text)
+    data = parse_toml(path, text)
     try:
         memo = json.dumps({"text": text, "data": data}).encode()
     except (TypeError, ValueError):  # data JSON cannot hold (dates): parse each time

@@ -59,7 +59,7 @@ def nccl_companion_sdist(sdist: Path, outdir: Path) -> Path | None:
     do not name it. The same sdist gives the same bytes (``install.sdist.write_sdist``)."""
     from selector_backend.engine.nccl_pairing import NCCL_WHEEL, line_extra
     from selector_backend.files.archives import read_tar
-    from selector_backend.files.tomlfile import _parse
+    from selector_backend.files.tomlfile import parse_toml
     from selector_backend.install.nccl_companion import TABLE
     from selector_backend.install.sdist import write_sdist
     from selector_backend.vendored import import_module
@@ -70,7 +70,7 @@ def nccl_companion_sdist(sdist: Path, outdir: Path) -> Path | None:
     if "pyproject.toml" not in files:
         raise InputError(f"{sdist.name}: no pyproject.toml at its top")
     text = files["pyproject.toml"].decode("utf-8")
-    data = _parse(Path(f"{sdist.name}:pyproject.toml"), text)
+    data = parse_toml(Path(f"{sdist.name}:pyproject.toml"), text)
     project = data.get("project", {})
     if "name" not in project or "version" not in project:
         return None  # metadata written by setup.py (dynamic): no static extra can name the companion
