@@ -6,7 +6,10 @@ secret through the environment, and watches every rank. Ranks on other hosts
 start over ssh (as horovodrun does); every rank, here or there, runs behind a
 supervisor (supervisor.py) that gets the secret on its stdin, never on a command
 line, and stops the rank and all it started when the launcher goes, even by
-SIGKILL. MPI builds defer to the mpiexec of the MPI the core was linked against.
+SIGKILL. MPI builds defer to the mpiexec of the MPI the core was linked against,
+which starts each rank behind a supervisor that records the rank's exit code:
+where mpiexec says 0 about a job with a failed rank (MPICH's Hydra can), the
+launcher reports the rank instead.
 
 What the launcher guarantees (docs/guide/launcher.md):
 
@@ -35,6 +38,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -47,7 +51,13 @@ from selector_backend.jobs.build_facts import BuildFacts, load_facts
 from selector_backend.jobs.hosts import Slot, assign, check_num_proc
 from selector_backend.jobs.limits import GRACE_SECONDS, REPORT_SECONDS
 from selector_backend.jobs.rendezvous import StoreServer
-from selector_backend.jobs.supervisor import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, children, load_prctl
+from selector_backend.jobs.supervisor import (
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_PDEATHSIG,
+    children,
+    load_prctl,
+    recorded_failures,
+)
 
 POLL_SECONDS = 0.05
 REMOTE_MARGIN_SECONDS = 3.0  # after the grace: a remote supervisor's own SIGKILL has had time to report back
@@ -499,9 +509,26 @@ def launch_mpi(
         )
     run_env = dict(os.environ if env is None else env)
     check_program(command, run_env)
-    args, extra_env = mpiexec_command(exe, num_proc, command, out)
-    run_env.update(extra_env)
-    run_env["HVD_SELECTOR_TIMEOUT"] = f"{timeout:g}"
+    with tempfile.TemporaryDirectory(prefix="hvd-selector-exits-") as exits:
+        # every rank behind a supervisor that records its code: mpiexec's alone can hide a failed rank
+        supervised = [sys.executable, str(SUPERVISOR_FILE), "--exit-record", exits, f"{grace:g}", *command]
+        args, extra_env = mpiexec_command(exe, num_proc, supervised, out)
+        run_env.update(extra_env)
+        run_env["HVD_SELECTOR_TIMEOUT"] = f"{timeout:g}"
+        code, signalled = _run_mpiexec(args, run_env, grace)
+        failed = recorded_failures(exits) if code == 0 and signalled is None else []
+    if signalled is not None:
+        name = signal.Signals(signalled).name
+        print(f"hvd-selector run: got {name}: passed it to {os.path.basename(exe)}", file=sys.stderr)
+        return 128 + signalled
+    for rank, rank_code in failed:
+        what = describe_code(rank_code) if rank_code is not None else f"was ended by {os.path.basename(exe)}"
+        print(f"hvd-selector run: rank {rank} {what} ({os.path.basename(exe)} reported success)", file=sys.stderr)
+    return (failed[0][1] or 1) if failed else code
+
+
+def _run_mpiexec(args: list[str], run_env: dict[str, str], grace: float) -> tuple[int, int | None]:
+    """mpiexec until it ends, signals passed on; its exit code and the signal the launcher got (if any)."""
     with _catch_signals() as received:
         _adopt_orphans()
         proc = subprocess.Popen(args, env=run_env, start_new_session=True, preexec_fn=_die_with_launcher)
@@ -516,11 +543,7 @@ def launch_mpi(
             time.sleep(POLL_SECONDS)
         _signal_group(proc.pid, signal.SIGKILL)  # what mpiexec left behind in its group
         _end_orphans(kill_at if kill_at is not None else time.monotonic() + grace, received)
-    if signalled is not None:
-        name = signal.Signals(signalled).name
-        print(f"hvd-selector run: got {name}: passed it to {os.path.basename(exe)}", file=sys.stderr)
-        return 128 + signalled
-    return exit_code(proc.returncode)
+    return exit_code(proc.returncode), signalled
 
 
 def launch(

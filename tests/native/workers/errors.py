@@ -72,6 +72,10 @@ elif scenario == "hang":  # rank 1 never joins the collective
         time.sleep(8)
         os._exit(0)
     record(lambda: hvd.allreduce(np.ones(8, np.float32)))
+elif scenario == "leave_early":  # rank 0 leaves at once (no shutdown, exit 0); rank 1 still works
+    if rank == 0:
+        os._exit(0)
+    time.sleep(30)
 elif scenario == "ok_after_local_error":
     record(lambda: hvd.allreduce(np.ones((4, 4), np.float32)[:, 1]))
     outcome["after"] = float(hvd.allreduce(np.ones(2, np.float32), op=hvd.Sum)[0])
@@ -79,4 +83,4 @@ elif scenario == "ok_after_local_error":
 # half-written file must read as no outcome, not as broken JSON
 atomic_write_text(out_dir / f"rank{rank}.json", json.dumps(outcome))
 sys.stdout.flush()
-os._exit(0) if scenario in ("die_before", "die_during", "hang") else hvd.shutdown()
+os._exit(0) if scenario in ("die_before", "die_during", "hang", "leave_early") else hvd.shutdown()
