@@ -96,12 +96,18 @@ def hvd_worker(out: Path, sizes: list[int], collectives: list[str], iters: int, 
         return float(hvd.allreduce(np.array([x]), op=hvd.Max)[0])
 
     bufs = {n: np.ones(n // 4, dtype=np.float32) for n in sizes}
+    gathered = {n: np.empty(max(1, n // 4 // p) * p, dtype=np.float32) for n in sizes}
 
     def allreduce(n: int) -> None:
         hvd.allreduce_(bufs[n], op=hvd.Sum)
 
-    def allgather(n: int) -> None:  # every rank gives n/p bytes: the output is n bytes, as MPI's below
-        hvd.allgather(bufs[n][: max(1, n // 4 // p)])
+    def allgather(n: int) -> None:
+        # Every rank gives n/p bytes: the output is n bytes, allocated once, as MPI's below.
+        # hvd.allgather allocates a new output per call (a 64 MiB one costs its page faults
+        # every call, which MPI's preallocated buffer does not), so the core is called as it
+        # does: the first dimensions' exchange, then the data into the given output.
+        piece = bufs[n][: max(1, n // 4 // p)]
+        _core.allgather(piece, gathered[n], _core.allgather_prepare(piece))
 
     def broadcast(n: int) -> None:  # in place, as MPI's Bcast (hvd.broadcast copies first)
         _core.broadcast(bufs[n], 0)

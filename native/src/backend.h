@@ -83,7 +83,7 @@ std::unique_ptr<Backend> make_mpi_backend(double timeout_s);
 struct ShmSettings {
   bool enabled = true;
   size_t slot_bytes = size_t{1} << 20;
-  int direct = 1;  // HVD_SELECTOR_SHM_DIRECT: 0 slots only, 1 direct reads by the rule, 2 (`all`) always
+  int direct = 3;  // HVD_SELECTOR_SHM_DIRECT: 0 slots only, 1 the rule, 2 (`all`) always, 3 (`auto`) measured
   std::string error;
 };
 ShmSettings shm_settings();

@@ -126,16 +126,45 @@ std::string host_identity() {
          read_link("/proc/self/ns/pid");
 }
 
-// HVD_SELECTOR_SHM_DIRECT: 0 keeps every collective on the slots, 1 (the
-// default) follows the rule (see Route), `all` reads directly at every size
-// (to measure the crossover, and for tests). The local ranks agree at init
-// on the lowest of theirs.
+// HVD_SELECTOR_SHM_DIRECT: 0 keeps every collective on the slots, 1 follows
+// the rule (see Route), `all` reads directly at every size (to measure the
+// crossover, and for tests), `auto` (the default) is 1 where this host's
+// cross-memory copy pays and 0 where it does not (cross_memory_copy_pays).
+// The local ranks agree at init on the lowest of theirs.
+constexpr int kDirectAuto = 3;
 int direct_setting() {
   std::string v = env("HVD_SELECTOR_SHM_DIRECT");
-  if (v.empty() || v == "1") return 1;
+  if (v.empty() || v == "auto") return kDirectAuto;
+  if (v == "1") return 1;
   if (v == "0") return 0;
   if (v == "all") return 2;
-  throw Error(HVD_ERR_INVALID, "HVD_SELECTOR_SHM_DIRECT=" + v + " must be 0, 1 or all");
+  throw Error(HVD_ERR_INVALID, "HVD_SELECTOR_SHM_DIRECT=" + v + " must be 0, 1, all or auto");
+}
+
+// Whether one cross-memory copy (process_vm_readv, what a direct read is)
+// beats the slots' two plain copies on this host: at most kDirectCopyRatio
+// times a memcpy's time for 1 MiB (the best of 5 each, of this process's own
+// memory, at init). It depends on the machine: 3.5x on a 2-core EPYC VM
+// (10 GB/s against 36), where the slots won at every size and rank count
+// measured, while direct reads won from 4 MiB on the 2-core zen3 this rule
+// was first measured on (docs/reference/performance.md).
+constexpr double kDirectCopyRatio = 1.5;
+bool cross_memory_copy_pays() {
+  constexpr size_t kBytes = size_t{1} << 20;
+  std::vector<unsigned char> from(kBytes, 1), to(kBytes, 2);
+  double plain = 1e30, cross = 1e30;
+  for (int round = 0; round < 6; ++round) {  // the first round touches every page
+    auto start = std::chrono::steady_clock::now();
+    std::memcpy(to.data(), from.data(), kBytes);
+    auto mid = std::chrono::steady_clock::now();
+    iovec mine{to.data(), kBytes}, theirs{from.data(), kBytes};
+    if (process_vm_readv(getpid(), &mine, 1, &theirs, 1, 0) != static_cast<ssize_t>(kBytes)) return false;
+    auto end = std::chrono::steady_clock::now();
+    if (round == 0) continue;
+    plain = std::min(plain, std::chrono::duration<double>(mid - start).count());
+    cross = std::min(cross, std::chrono::duration<double>(end - mid).count());
+  }
+  return cross <= kDirectCopyRatio * plain;
 }
 
 bool shm_enabled() {
@@ -257,6 +286,7 @@ class ShmBackend : public Backend {
       // (the peers are inside this allgather, so their probes exist).
       mine.ok = error.empty() ? 1 : 0;
       mine.direct = settings.direct != 0 && can_read_peers(local, all) ? settings.direct : 0;
+      if (mine.direct == kDirectAuto) mine.direct = cross_memory_copy_pays() ? 1 : 0;
       inner_->allgather(&mine, all.data(), sizeof(Announce));
     } catch (...) {
       if (fd >= 0) close(fd);

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -43,6 +44,15 @@ int frame_iov(iovec* iov, unsigned char* frame, void* payload, size_t bytes, siz
   if (bytes > done) iov[n++] = {static_cast<unsigned char*>(payload) + done, bytes - done};
   return n;
 }
+
+// A rank waiting in an exchange polls without sleeping for this long first,
+// with sched_yield between polls (a peer sharing its core runs at once; on an
+// idle core each poll is one system call), then sleeps in poll(2). Sleeping at
+// once put the scheduler's wake-up into every round: 4 KiB collectives at 2
+// and 4 ranks took 1.5-4x as long. 0.3 ms gained as much there as 3 ms, and
+// cost oversubscribed jobs (8 ranks on 2 cores) next to nothing where 2 ms
+// made them 1.1-1.4x slower (docs/reference/performance.md).
+constexpr std::chrono::microseconds kBusyWait{300};
 
 // One transfer's progress in both directions.
 struct Progress {
@@ -160,8 +170,10 @@ void Exchange::run(std::vector<Transfer>& transfers, double timeout_s, const cha
     t.received = t.up_to ? 0 : t.recv_bytes;
   }
   try {
+    const auto start = Clock::now();
     const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    const auto busy_until = start + kBusyWait;
     std::vector<pollfd> fds;
     std::vector<Progress*> polled;
     // First every transfer moves what it can, then only those poll(2) wakes.
@@ -186,9 +198,11 @@ void Exchange::run(std::vector<Transfer>& transfers, double timeout_s, const cha
                                          std::to_string(timeout_s) +
                                          " s); raise HVD_SELECTOR_TIMEOUT if ranks are just slow");
       }
-      int rc = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 1000)));
+      const bool busy = Clock::now() < busy_until;  // kBusyWait: polls that do not sleep first
+      int rc = ::poll(fds.data(), fds.size(), busy ? 0 : static_cast<int>(std::min<int64_t>(left, 1000)));
       if (rc < 0 && errno != EINTR)
         throw Error(HVD_ERR_INTERNAL, std::string(what) + ": poll: " + std::strerror(errno));
+      if (rc == 0 && busy) sched_yield();
       if (rc <= 0) continue;
       for (size_t i = 0; i < fds.size(); ++i) {
         if (!fds[i].revents) continue;

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 SHM = "HVD_SELECTOR_SHM"
 SHM_SLOT = "HVD_SELECTOR_SHM_SLOT"
 SHM_DIRECT = "HVD_SELECTOR_SHM_DIRECT"
-DIRECT_VALUES = ("", "0", "1", "all")
+DIRECT_VALUES = ("", "0", "1", "all", "auto")
 SHM_ON = ("", "1", "on", "true", "yes")
 SHM_OFF = ("0", "off", "false", "no")
 SLOT_MIN, SLOT_MAX = 128 << 10, 1 << 30
@@ -31,4 +31,4 @@ def check(env: Mapping[str, str]) -> None:
         raise ValueError(f"{SHM_SLOT}={slot} must be a byte count from {SLOT_MIN} to {SLOT_MAX}")
     direct = env.get(SHM_DIRECT)
     if direct is not None and direct not in DIRECT_VALUES:
-        raise ValueError(f"{SHM_DIRECT}={direct} must be 0, 1 or all")
+        raise ValueError(f"{SHM_DIRECT}={direct} must be 0, 1, all or auto")

@@ -117,8 +117,9 @@ OTHER_ENV: dict[str, str] = {
     ENV_PREFIX + "SHM": "runtime: 0 turns the shared-memory transport between ranks on one host off (default 1)",
     ENV_PREFIX + "SHM_SLOT": "runtime: bytes per shared-memory buffer (two per local rank; 131072 to 1073741824, "
     "default 1048576)",
-    ENV_PREFIX + "SHM_DIRECT": "runtime: 1 (default) lets large shared-memory collectives read the peers' memory "
-    "directly (the rule in docs/reference/transport.md), 0 keeps them on the slots, all reads directly at every size",
+    ENV_PREFIX + "SHM_DIRECT": "runtime: auto (default) lets large shared-memory collectives read the peers' memory "
+    "directly (the rule in docs/reference/transport.md) where the host's cross-memory copy is fast enough (measured at "
+    "init), 1 whatever it measured, 0 keeps them on the slots, all reads directly at every size",
     ENV_PREFIX + "OBJECT_PICKLE": "hvd_selector.torch: 1 on every rank lets broadcast_object/allgather_object use "
     "full pickle (default: torch.load with weights_only=True)",
     ENV_PREFIX + "ELASTIC": "set by hvd-selector run --host-discovery-script: the elastic control store's host:port",

@@ -126,15 +126,17 @@ def test_mpi_rank_death_ends_the_job(impl: str, request: pytest.FixtureRequest, 
 
 
 @pytest.mark.parametrize("impl", ["mpich", "openmpi"])
-def test_an_mpi_rank_ended_by_mpiexec_is_a_failed_job(impl: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def test_an_mpi_rank_ended_by_mpiexec_is_a_failed_job(
+    impl: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     """Rank 0 leaves without a shutdown (exit 0) while rank 1 still works: MPICH's Hydra then ends
     rank 1 and reports 0 itself; the launcher reads what each rank's supervisor recorded instead."""
     build = request.getfixturevalue(f"{impl}_build")
     proc, _, elapsed = _run(build, "leave_early", tmp_path)
     assert proc.returncode != 0, proc.stderr[-2000:]
     assert elapsed < 25  # rank 1 would sleep 30 s: it was ended, not waited for
-    if impl == "mpich":  # Open MPI's mpirun reports the rank that left without MPI_Finalize itself
-        assert "hvd-selector run: rank 1 " in proc.stderr and "(mpiexec.mpich reported success)" in proc.stderr
+    if "reported success" in proc.stderr:  # mpiexec said 0 (Hydra, most runs): the launcher names the rank
+        assert "hvd-selector run: rank 1 " in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("first", ["hvd", "mpi4py"])

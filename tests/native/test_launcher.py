@@ -305,7 +305,11 @@ def test_a_bad_hostfile_is_one_line_at_once(gloo_build: Build, tmp_path: Path, h
         (("-np", "2", "--hosts=-oProxyCommand=x:1", "true"), {}, "'-oProxyCommand=x' is not a host name"),
         (("-np", "2", "true"), {"HVD_SELECTOR_SHM_SLOT": "5"}, "HVD_SELECTOR_SHM_SLOT=5 must be a byte count"),
         (("-np", "2", "true"), {"HVD_SELECTOR_SHM": "maybe"}, "HVD_SELECTOR_SHM=maybe must be 0 or 1"),
-        (("-np", "2", "true"), {"HVD_SELECTOR_SHM_DIRECT": "on"}, "HVD_SELECTOR_SHM_DIRECT=on must be 0, 1 or all"),
+        (
+            ("-np", "2", "true"),
+            {"HVD_SELECTOR_SHM_DIRECT": "on"},
+            "HVD_SELECTOR_SHM_DIRECT=on must be 0, 1, all or auto",
+        ),
         (("-np", "2", "--grace-period", "0", "true"), {}, "--grace-period must be a positive number"),
         (("-np", "2", "--output-filename", "logs", "true"), {}, "cannot write logs/rank.0/stdout: Too many levels"),
     ],
@@ -327,7 +331,7 @@ def test_bad_input_is_one_line_before_any_rank_starts(
 @pytest.mark.parametrize(
     "name,value",
     [("HVD_SELECTOR_SHM_SLOT", v) for v in ("5", "131071", "131072", "1073741824", "1073741825", "abc", "0")]
-    + [("HVD_SELECTOR_SHM_DIRECT", v) for v in ("0", "1", "all", "on", "2")],
+    + [("HVD_SELECTOR_SHM_DIRECT", v) for v in ("0", "1", "all", "auto", "on", "2")],
 )
 def test_the_launcher_refuses_the_shm_settings_the_core_refuses(
     gloo_build: Build, tmp_path: Path, name: str, value: str
