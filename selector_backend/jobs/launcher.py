@@ -517,13 +517,14 @@ def launch_mpi(
         run_env["HVD_SELECTOR_TIMEOUT"] = f"{timeout:g}"
         code, signalled = _run_mpiexec(args, run_env, grace)
         failed = recorded_failures(exits) if code == 0 and signalled is None else []
+    program = os.path.basename(exe)
     if signalled is not None:
         name = signal.Signals(signalled).name
-        print(f"hvd-selector run: got {name}: passed it to {os.path.basename(exe)}", file=sys.stderr)
+        print(f"hvd-selector run: got {name}: passed it to {program}", file=sys.stderr)
         return 128 + signalled
     for rank, rank_code in failed:
-        what = describe_code(rank_code) if rank_code is not None else f"was ended by {os.path.basename(exe)}"
-        print(f"hvd-selector run: rank {rank} {what} ({os.path.basename(exe)} reported success)", file=sys.stderr)
+        what = describe_code(rank_code) if rank_code is not None else f"was ended by {program}"
+        print(f"hvd-selector run: rank {rank} {what} ({program} reported success)", file=sys.stderr)
     return (failed[0][1] or 1) if failed else code
 
 

@@ -173,7 +173,7 @@ def recorded_failures(directory: str) -> list[tuple[int, int | None]]:
             state = path.read_text(encoding="ascii")
             if path.name.isdigit() and state != "0":
                 found.append((int(path.name), None if state == RUNNING else int(state)))
-    return sorted(found, key=lambda found: found[0])
+    return sorted(found, key=lambda rank_and_code: rank_and_code[0])
 
 
 def main(argv: list[str]) -> int:
@@ -185,17 +185,18 @@ def main(argv: list[str]) -> int:
         exit_record, stdin, argv = argv[1], None, argv[2:]
     grace, command = float(argv[0]), argv[1:]
     env = dict(os.environ)
+    rank_name = mpi_rank(env)  # the exit record's file name (MPI builds)
     if exit_record is None:
         env["HVD_SELECTOR_SECRET"] = _read_line(0).decode().strip()
     else:
-        record_exit(exit_record, mpi_rank(env), RUNNING)
+        record_exit(exit_record, rank_name, RUNNING)
     try:
         job = Supervisor(command, env, stdin, load_prctl(), close_fds=exit_record is None)
     except OSError as exc:
         reason = "command not found" if isinstance(exc, FileNotFoundError) else exc.strerror
         print(f"hvd-selector run: cannot start {command[0]!r} on {socket.gethostname()}: {reason}", file=sys.stderr)
         if exit_record is not None:
-            record_exit(exit_record, mpi_rank(env), "127")
+            record_exit(exit_record, rank_name, "127")
         return 127
     if stdin not in (None, subprocess.DEVNULL):
         os.close(stdin)
@@ -242,7 +243,7 @@ def main(argv: list[str]) -> int:
             if line.strip().isdigit() and int(line) in signal.valid_signals():
                 stop(int(line))
     if exit_record is not None:
-        record_exit(exit_record, mpi_rank(env), str(job.code))
+        record_exit(exit_record, rank_name, str(job.code))
     job.end_the_rest()
     return job.code
 
