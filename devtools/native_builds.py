@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,15 +64,24 @@ def source_hash(defines: dict[str, str]) -> str:
     return files_hash(files, _variant_config(defines), *(f"{key}={defines[key]}" for key in sorted(defines)))
 
 
+def compilers_as_scikit_build_core_picks() -> dict[str, str]:
+    """CC and CXX as scikit-build-core sets them for the wheels (Python's own, from sysconfig, unless set):
+    ccache keys on the compiler's name, so with the same names (g++, not CMake's c++) these builds and
+    the release builder's wheels of the same variant share one cache entry per file."""
+    found = {name: str(sysconfig.get_config_var(name) or "").split(" ")[0] for name in ("CC", "CXX")}
+    return {name: os.environ.get(name) or compiler for name, compiler in found.items() if compiler}
+
+
 def _cmake_build(root: Path, defines: dict[str, str]) -> None:
     """Configure, build and install one variant into ``root``/stage."""
     args = ["cmake", "-S", str(REPO), "-B", str(root / "build"), "-G", "Ninja", f"-DPython_EXECUTABLE={sys.executable}"]
+    env = dict(os.environ, **compilers_as_scikit_build_core_picks())
     for cmd in (
         args + [f"-D{k}={v}" for k, v in defines.items()],
         ["cmake", "--build", str(root / "build")],
         ["cmake", "--install", str(root / "build"), "--prefix", str(root / "stage")],
     ):
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode:
             raise RuntimeError(
                 f"building {root.name} failed: {' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"

@@ -66,6 +66,11 @@ FORWARD_PREFIXES = ("HVD_SELECTOR_", "HOROVOD_", "PYTHONPATH", "NCCL_", "OMP_NUM
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 SUPERVISOR_FILE = Path(__file__).with_name("supervisor.py")
 SUPERVISOR = SUPERVISOR_FILE.read_text(encoding="utf-8")  # sent to remote hosts as python -c SUPERVISOR
+# The supervisor imports only the standard library, so its Python runs isolated (-I: no PYTHON*
+# variables, no user site) and without site (-S: no site-packages, none of their .pth files run):
+# nothing the environment adds can break or slow the process in front of every rank. The rank's
+# own environment is untouched.
+SUPERVISOR_PYTHON = (sys.executable, "-I", "-S")
 
 
 @dataclass(frozen=True)
@@ -267,7 +272,7 @@ def _ssh_argv(slot: Slot, remote: Remote, env: Mapping[str, str], command: Seque
         argv += ["-i", remote.identity_file]
     exports = [f"{k}={v}" for k, v in sorted(env.items()) if k != "HVD_SELECTOR_SECRET"]
     line = f"cd {shlex.quote(os.getcwd())} 2>/dev/null; exec env " + " ".join(shlex.quote(e) for e in exports)
-    line += f" {shlex.quote(sys.executable)} -c {shlex.quote(SUPERVISOR)} {grace:g} " + shlex.join(command)
+    line += f" {shlex.join(SUPERVISOR_PYTHON)} -c {shlex.quote(SUPERVISOR)} {grace:g} " + shlex.join(command)
     return [*argv, "--", slot.host, line]  # "--": the host (already checked) is never read as an option
 
 
@@ -287,7 +292,7 @@ def _start(
         with contextlib.suppress(OSError):
             stdin_copy = os.dup(0)
         fd_option = ["--stdin-fd", str(stdin_copy)] if stdin_copy is not None else []
-        argv = [sys.executable, str(SUPERVISOR_FILE), *fd_option, *argv]
+        argv = [*SUPERVISOR_PYTHON, str(SUPERVISOR_FILE), *fd_option, *argv]
     try:
         proc = subprocess.Popen(
             argv,
@@ -511,7 +516,7 @@ def launch_mpi(
     check_program(command, run_env)
     with tempfile.TemporaryDirectory(prefix="hvd-selector-exits-") as exits:
         # every rank behind a supervisor that records its code: mpiexec's alone can hide a failed rank
-        supervised = [sys.executable, str(SUPERVISOR_FILE), "--exit-record", exits, f"{grace:g}", *command]
+        supervised = [*SUPERVISOR_PYTHON, str(SUPERVISOR_FILE), "--exit-record", exits, f"{grace:g}", *command]
         args, extra_env = mpiexec_command(exe, num_proc, supervised, out)
         run_env.update(extra_env)
         run_env["HVD_SELECTOR_TIMEOUT"] = f"{timeout:g}"
