@@ -5,10 +5,11 @@ gets ``--run-gpu`` or the environment has ``HVD_SELECTOR_RUN_GPU=1``, so the
 suite passes on CPU-only machines and CI without pretending to have tested a GPU.
 
 The suite runs on pytest-xdist workers (``-n auto --dist loadgroup`` in
-pyproject.toml). Every test without its own ``xdist_group`` mark is put in its
-module's group, so one worker runs a module's tests in order, once per module
-fixture; a module marked ``spread`` lets its tests go to any worker (their
-shared session fixtures must be safe in several processes: devtools.build_cache).
+pyproject.toml; ``auto`` is one worker more than CPUs, below). Every test
+without its own ``xdist_group`` mark is put in its module's group, so one
+worker runs a module's tests in order, once per module fixture; a module
+marked ``spread`` lets its tests go to any worker (their shared session
+fixtures must be safe in several processes: devtools.build_cache).
 See docs/reference/testing.md.
 """
 
@@ -26,6 +27,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="run tests marked gpu (they need an NVIDIA GPU); same as HVD_SELECTOR_RUN_GPU=1",
     )
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent with -p no:xdist
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: one worker more than this process may use CPUs. About a quarter of the suite's
+    wall time is spent waiting (on sockets, timeouts, jobs starting, downloads), which a third
+    worker on 2 cores fills (docs/reference/testing.md). PYTEST_XDIST_AUTO_NUM_WORKERS still wins."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # pytest-xdist's own hook reads it
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+    return len(usable) + 1
 
 
 def _gpu_requested(config: pytest.Config) -> bool:

@@ -148,9 +148,38 @@ def check_toolchain(variant: Variant, host: HostProfile | None = None) -> None:
         )
 
 
-def skbuild_settings(description: Path) -> dict[str, Any]:
-    """scikit-build-core's config settings: the build description, nothing else about the variant."""
-    return {"cmake.define.HVD_BUILD_DESCRIPTION": str(description)}
+#: Where a wheel's CMake build runs, below the source tree: build/wheel-builds/<temporary>/cmake, as
+#: deep as the test suite's variant builds (build/test-variants/<name>/build), so that ccache, which
+#: hashes paths inside the tree relative to the build directory (CMakeLists.txt sets its base_dir),
+#: sees the same compile for both and for every other checkout of the same sources.
+WHEEL_BUILDS = Path("build", "wheel-builds")
+
+
+@contextlib.contextmanager
+def cmake_build_dir(source: Path) -> Iterator[Path]:
+    """A fresh CMake build directory for one wheel (removed afterwards); outside the tree if it is read-only."""
+    import tempfile
+
+    made = [d for d in (source / WHEEL_BUILDS.parent, source / WHEEL_BUILDS) if not d.exists()]
+    try:
+        for folder in made:
+            folder.mkdir()
+        parent: Path | None = source / WHEEL_BUILDS
+    except OSError:
+        parent = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="hvd-", dir=parent) as work:
+            yield Path(work, "cmake")
+    finally:
+        for folder in reversed(made):  # leave the tree as it was
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def skbuild_settings(description: Path, build_dir: Path) -> dict[str, Any]:
+    """scikit-build-core's config settings: the build description (nothing else about the variant)
+    and where CMake builds."""
+    return {"cmake.define.HVD_BUILD_DESCRIPTION": str(description), "build-dir": str(build_dir)}
 
 
 def verify_wheel_variant(wheel: Path, variant: Variant, catalog: Catalog, label: str | None = None) -> None:
@@ -207,8 +236,8 @@ def build_wheel(
 
     description = describe(variant, catalog, probe_compiler())
     log(f"building {format_variant(variant)} from source with scikit-build-core ({description.compiler})")
-    with tempfile.TemporaryDirectory(prefix="hvd-build-") as work:
-        settings = skbuild_settings(write_description(description, Path(work) / "build_description.cmake"))
+    with tempfile.TemporaryDirectory(prefix="hvd-build-") as work, cmake_build_dir(Path.cwd()) as build_dir:
+        settings = skbuild_settings(write_description(description, Path(work) / "build_description.cmake"), build_dir)
         if editable:
             return str(skbuild.build_editable(wheel_directory, settings, metadata_directory))
         name = str(skbuild.build_wheel(wheel_directory, settings, None))
