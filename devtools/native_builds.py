@@ -72,14 +72,21 @@ def compilers_as_scikit_build_core_picks() -> dict[str, str]:
     return {name: os.environ.get(name) or compiler for name, compiler in found.items() if compiler}
 
 
+def cmake_dir(root: Path) -> Path:
+    """CMake's build directory of the variant built under ``root``: build/test-variants/<name>/build,
+    as deep below the tree as a wheel's (selector_backend.install.build.WHEEL_BUILDS), for ccache."""
+    return root / "build"
+
+
 def _cmake_build(root: Path, defines: dict[str, str]) -> None:
     """Configure, build and install one variant into ``root``/stage."""
-    args = ["cmake", "-S", str(REPO), "-B", str(root / "build"), "-G", "Ninja", f"-DPython_EXECUTABLE={sys.executable}"]
+    build = str(cmake_dir(root))
+    args = ["cmake", "-S", str(REPO), "-B", build, "-G", "Ninja", f"-DPython_EXECUTABLE={sys.executable}"]
     env = dict(os.environ, **compilers_as_scikit_build_core_picks())
     for cmd in (
         args + [f"-D{k}={v}" for k, v in defines.items()],
-        ["cmake", "--build", str(root / "build")],
-        ["cmake", "--install", str(root / "build"), "--prefix", str(root / "stage")],
+        ["cmake", "--build", build],
+        ["cmake", "--install", build, "--prefix", str(root / "stage")],
     ):
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode:

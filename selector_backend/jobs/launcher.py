@@ -213,6 +213,12 @@ class _Rank:
     def failed_on_its_own(self) -> bool:
         return self.ended and self.code != 0 and self.sent is None
 
+    @property
+    def killed_after_grace(self) -> bool:
+        """SIGKILLed here, or by its remote supervisor at the same deadline: on a busy machine that can
+        end the rank before this launcher's own deadline comes round."""
+        return self.killed or (self.ended and self.sent is not None and self.code == 128 + signal.SIGKILL)
+
     def poll(self) -> bool:
         """True once, when the rank has just ended: then whatever it left in its process group is killed."""
         if self.ended or self.proc.poll() is None:
@@ -454,7 +460,7 @@ def _report(ranks: Sequence[_Rank], signalled: int | None, grace: float, say: Ca
     for r in failed:
         say(f"rank {r.slot.rank} on host {r.host} {describe_code(r.code)}")
     stopped = [r.slot.rank for r in ranks if r.sent is not None]
-    killed = [r.slot.rank for r in ranks if r.killed]
+    killed = [r.slot.rank for r in ranks if r.killed_after_grace]
     after_grace = f"; rank(s) {_rank_list(killed)} did not end within {grace:g}s: SIGKILL" if killed else ""
     if signalled is not None:
         name = signal.Signals(signalled).name

@@ -224,6 +224,48 @@ def configure(tmp_path: Path, *args: str) -> Path:
     return build
 
 
+def compile_commands(build: Path) -> dict[str, str]:
+    """Each source file's compile command, without the parts naming the build directory."""
+    commands = json.loads((build / "compile_commands.json").read_text())
+    return {
+        c["file"].removeprefix(str(REPO) + "/"): " ".join(w for w in c["command"].split() if str(build) not in w)
+        for c in commands
+    }
+
+
+@needs_cmake
+def test_only_the_files_that_use_the_variant_compile_differently(tmp_path: Path) -> None:
+    """ccache keeps one object per file for every variant (docs/reference/native.md, "The CPU target axis"):
+    two variants that differ in target and tensor_ops compile every shared file with the same command."""
+    if shutil.which("mpicc.mpich") is None:
+        pytest.skip("needs Debian's libmpich-dev (mpicc.mpich)")
+    gloo = compile_commands(configure(tmp_path / "gloo", "-DHVD_TARGET=x86_64_v4", "-DHVD_TENSOR_OPS=gloo"))
+    mpi = compile_commands(
+        configure(tmp_path / "mpi", "-DHVD_TARGET=x86_64_v3", "-DHVD_TENSOR_OPS=mpi", "-DHVD_CONTROLLERS=mpi",
+                  "-DMPI_C_COMPILER=mpicc.mpich")
+    )  # fmt: skip
+    differ = {f for f in gloo.keys() & mpi.keys() if gloo[f] != mpi[f]}
+    assert differ == {"native/src/kernels_cpu.cpp", "native/src/context.cpp", "native/src/gpu_loader.cpp"}
+    assert "-march=x86-64-v4" in gloo["native/src/kernels_cpu.cpp"]
+    assert not any("-march" in command for f, command in gloo.items() if f != "native/src/kernels_cpu.cpp")
+    assert "mpich" in mpi["native/src/mpi_backend.cpp"]
+    assert not any("mpich" in command for f, command in mpi.items() if f != "native/src/mpi_backend.cpp")
+
+
+def test_wheel_builds_sit_as_deep_in_the_tree_as_the_test_variant_builds(tmp_path: Path) -> None:
+    """ccache's base_dir shares an object between builds whose directories are equally deep below the
+    tree; a wheel's build directory is made there and the tree is left as it was."""
+    from devtools.native_builds import REPO as TREE
+    from devtools.native_builds import VARIANTS_DIR, cmake_dir
+    from selector_backend.install.build import cmake_build_dir
+
+    with cmake_build_dir(tmp_path) as wheel_build:
+        wheel_depth = len(wheel_build.relative_to(tmp_path).parts)
+        assert wheel_build.parent.is_dir()
+    assert wheel_depth == len(cmake_dir(VARIANTS_DIR / "gloo-x86_64_v3-0123").relative_to(TREE).parts)
+    assert list(tmp_path.iterdir()) == []
+
+
 @needs_cmake
 def test_plain_cmake_configure_describes_the_build_once_from_hvd_cache_variables(tmp_path: Path) -> None:
     """A developer's cmake -DHVD_TARGET=... gets the same description cmake-config prints."""

@@ -276,6 +276,40 @@ def test_a_signal_to_the_launcher_reaches_every_remote_rank(
     assert cluster.wait_clean(10) == {}, "processes left behind on the hosts"
 
 
+def test_a_launcher_held_up_past_the_grace_still_reports_the_kill(
+    fresh_cluster: Cluster, v3_build: Build, tmp_path: Path
+) -> None:
+    """On a busy machine the remote supervisor's SIGKILL, due at the launcher's own deadline, can end a
+    rank that ignores SIGTERM before the launcher looks again: made certain here by stopping the
+    launcher through the grace. It still says which rank did not end in time."""
+    cluster = fresh_cluster
+    argv = launcher_argv(
+        cluster, 4, hosts_arg(cluster), sys.executable, str(SIGNAL_WORKER), str(tmp_path), "signals", "ignore",
+        extra=("--grace-period", "2"),
+    )  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=v3_build.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not all((tmp_path / f"child{r}").exists() for r in range(4)):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        while not all((tmp_path / f"signal{r}").exists() for r in (0, 2, 3)):  # passed on: the grace runs
+            assert time.monotonic() < deadline, "the ranks never got SIGTERM"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(4)  # past the grace: rank 1's supervisor has killed it
+        proc.send_signal(signal.SIGCONT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err.decode()
+    assert "got SIGTERM: passed it to rank(s) 0,1,2,3; rank(s) 1 did not end within 2s: SIGKILL" in err.decode()
+    assert cluster.wait_clean(10) == {}, "processes left behind on the hosts"
+
+
 def test_a_failed_remote_rank_ends_the_job_within_two_seconds(
     cluster: Cluster, v3_build: Build, tmp_path: Path
 ) -> None:
