@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,23 @@ def _compile(compiler: str, target: str, out: Path) -> Path:
     ]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return out
+
+
+Compiled = Callable[[str, str], Path]
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
+    """The harness for (compiler, target), compiled once for this module: two tests run each x86_64 target."""
+    folder = tmp_path_factory.mktemp("kernels")
+    made: dict[tuple[str, str], Path] = {}
+
+    def binary(compiler: str, target: str) -> Path:
+        if (compiler, target) not in made:
+            made[compiler, target] = _compile(compiler, target, folder / f"check-{compiler}-{target}")
+        return made[compiler, target]
+
+    return binary
 
 
 def _run(binary: Path, op: str, qemu: bool = False) -> bytes:
@@ -93,7 +111,7 @@ def _check_all(run) -> None:
 
 
 @pytest.mark.parametrize("target", HOST_TARGETS)
-def test_kernels_round_exactly(target: str, tmp_path: Path) -> None:
+def test_kernels_round_exactly(target: str, compiled: Compiled) -> None:
     import archspec.cpu
 
     from selector_backend.engine import targets
@@ -101,19 +119,19 @@ def test_kernels_round_exactly(target: str, tmp_path: Path) -> None:
     host = archspec.cpu.host()
     if not targets.runs_on(target, str(host.name)):
         pytest.skip(f"this CPU cannot run {target}")
-    binary = _compile("g++", target, tmp_path / "check")
+    binary = compiled("g++", target)
     _check(lambda op: _run(binary, op))
 
 
 @pytest.mark.parametrize("target", ["aarch64", "neoverse_v1"])
-def test_kernels_round_exactly_on_aarch64(target: str, tmp_path: Path) -> None:
+def test_kernels_round_exactly_on_aarch64(target: str, compiled: Compiled) -> None:
     if not shutil.which("aarch64-linux-gnu-g++") or not shutil.which("qemu-aarch64"):
         pytest.skip("needs g++-aarch64-linux-gnu and qemu-user")
-    binary = _compile("aarch64-linux-gnu-g++", target, tmp_path / "check")
+    binary = compiled("aarch64-linux-gnu-g++", target)
     _check(lambda op: _run(binary, op, qemu=True))
 
 
-def test_kernels_agree_bitwise_across_targets(tmp_path: Path) -> None:
+def test_kernels_agree_bitwise_across_targets(compiled: Compiled) -> None:
     """Ranks of one job may run different targets: every bit must match, NaN payloads included."""
     import archspec.cpu
 
@@ -125,7 +143,7 @@ def test_kernels_agree_bitwise_across_targets(tmp_path: Path) -> None:
         pytest.skip("fewer than two x86_64 targets run on this CPU")
     outputs = {}
     for target in runnable:
-        binary = _compile("g++", target, tmp_path / f"check-{target}")
+        binary = compiled("g++", target)
         outputs[target] = {op: _run(binary, op) for op in ("sum16", "sumbf16", "scale16")}
     first = runnable[0]
     for target in runnable[1:]:
