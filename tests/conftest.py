@@ -31,7 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent with -p no:xdist
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto``: one worker more than this process may use CPUs. About a quarter of the suite's
+    """``-n auto``: one worker more than this process may use CPUs. About a fifth of the suite's
     wall time is spent waiting (on sockets, timeouts, jobs starting, downloads), which a third
     worker on 2 cores fills (docs/reference/testing.md). PYTEST_XDIST_AUTO_NUM_WORKERS still wins."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
