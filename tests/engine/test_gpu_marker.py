@@ -63,8 +63,11 @@ def test_auto_is_one_worker_more_than_the_cpus(tmp_path: Path, env: dict[str, st
     full = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_AUTO_NUM_WORKERS"} | env
     full["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     one_cpu = {min(os.sched_getaffinity(0))}
+    # --basetemp: pytest-xdist makes the temporary folder at once, and a numbered one would have pytest
+    # delete the oldest pytest-of-<user>/pytest-<N> folders (gigabytes after a few suite runs) first
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "no:cacheprovider", "-n", "auto", str(tmp_path)],
+        [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "no:cacheprovider", "-n", "auto",
+         f"--basetemp={tmp_path / 'basetemp'}", str(tmp_path)],
         cwd=tmp_path, env=full, capture_output=True, text=True, timeout=120, check=False,
         preexec_fn=lambda: os.sched_setaffinity(0, one_cpu),
     )  # fmt: skip
