@@ -255,14 +255,13 @@ def test_only_the_files_that_use_the_variant_compile_differently(tmp_path: Path)
 def test_wheel_builds_sit_as_deep_in_the_tree_as_the_test_variant_builds(tmp_path: Path) -> None:
     """ccache's base_dir shares an object between builds whose directories are equally deep below the
     tree; a wheel's build directory is made there and the tree is left as it was."""
-    from devtools.native_builds import REPO as TREE
     from devtools.native_builds import VARIANTS_DIR, cmake_dir
     from selector_backend.install.build import cmake_build_dir
 
     with cmake_build_dir(tmp_path) as wheel_build:
         wheel_depth = len(wheel_build.relative_to(tmp_path).parts)
         assert wheel_build.parent.is_dir()
-    assert wheel_depth == len(cmake_dir(VARIANTS_DIR / "gloo-x86_64_v3-0123").relative_to(TREE).parts)
+    assert wheel_depth == len(cmake_dir(VARIANTS_DIR / "gloo-x86_64_v3-0123").relative_to(REPO).parts)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -239,6 +239,20 @@ def test_mpirun_starts_a_gloo_build_across_hosts(cluster: Cluster, v3_build: Bui
 SIGNAL_WORKER = REPO / "tests" / "native" / "workers" / "launcher_rank.py"
 
 
+def start_signal_ranks(cluster: Cluster, build: Build, tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
+    """The launcher with 4 of launcher_rank.py's ``signals`` ranks on the hosts (grace 2 s), once all run."""
+    argv = launcher_argv(
+        cluster, 4, hosts_arg(cluster), sys.executable, str(SIGNAL_WORKER), str(tmp_path), "signals", *args,
+        extra=("--grace-period", "2"),
+    )  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=build.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"child{r}").exists() for r in range(4)):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    return proc
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_to_the_launcher_reaches_every_remote_rank(
     fresh_cluster: Cluster, v3_build: Build, tmp_path: Path, signum: signal.Signals
@@ -247,15 +261,7 @@ def test_a_signal_to_the_launcher_reaches_every_remote_rank(
     rank ignores SIGTERM and is killed after the grace period; nothing is left on any host."""
     cluster = fresh_cluster
     ignore = ("ignore",) if signum == signal.SIGTERM else ()
-    argv = launcher_argv(
-        cluster, 4, hosts_arg(cluster), sys.executable, str(SIGNAL_WORKER), str(tmp_path), "signals", *ignore,
-        extra=("--grace-period", "2"),
-    )  # fmt: skip
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=v3_build.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not all((tmp_path / f"child{r}").exists() for r in range(4)):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.1)
+    proc = start_signal_ranks(cluster, v3_build, tmp_path, *ignore)
     proc.send_signal(signum)
     try:
         out, err = proc.communicate(timeout=30)
@@ -283,16 +289,9 @@ def test_a_launcher_held_up_past_the_grace_still_reports_the_kill(
     rank that ignores SIGTERM before the launcher looks again: made certain here by stopping the
     launcher through the grace. It still says which rank did not end in time."""
     cluster = fresh_cluster
-    argv = launcher_argv(
-        cluster, 4, hosts_arg(cluster), sys.executable, str(SIGNAL_WORKER), str(tmp_path), "signals", "ignore",
-        extra=("--grace-period", "2"),
-    )  # fmt: skip
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=v3_build.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = start_signal_ranks(cluster, v3_build, tmp_path, "ignore")
     try:
         deadline = time.monotonic() + 60
-        while not all((tmp_path / f"child{r}").exists() for r in range(4)):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
         while not all((tmp_path / f"signal{r}").exists() for r in (0, 2, 3)):  # passed on: the grace runs
             assert time.monotonic() < deadline, "the ranks never got SIGTERM"

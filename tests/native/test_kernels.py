@@ -9,6 +9,7 @@ when a cross compiler is installed. Takes a few seconds.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -54,12 +55,10 @@ Compiled = Callable[[str, str], Path]
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
     """The harness for (compiler, target), compiled once for this module: two tests run each x86_64 target."""
     folder = tmp_path_factory.mktemp("kernels")
-    made: dict[tuple[str, str], Path] = {}
 
+    @functools.cache
     def binary(compiler: str, target: str) -> Path:
-        if (compiler, target) not in made:
-            made[compiler, target] = _compile(compiler, target, folder / f"check-{compiler}-{target}")
-        return made[compiler, target]
+        return _compile(compiler, target, folder / f"check-{compiler}-{target}")
 
     return binary
 
