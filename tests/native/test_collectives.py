@@ -3,6 +3,7 @@ compared with numpy's exact answer."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -17,8 +18,12 @@ from .native_helpers import launch
 pytestmark = pytest.mark.slow
 
 
-def results(build: Build, np_: int, tmp_path: Path, *args: str, **env: str) -> list[dict[str, np.ndarray]]:
-    """Run workers/collectives.py (args: [hosts]) and load every rank's results."""
+def results(
+    build: Build, np_: int, tmp_path: Path, hosts: int = 1, with_torch: bool = True, **env: str
+) -> list[dict[str, np.ndarray]]:
+    """Run workers/collectives.py on ``hosts`` pretend hosts and load every rank's results; without
+    torch, only numpy's arrays (check_every_op_and_dtype then asks for no torch results)."""
+    args = [str(hosts)] + ([] if with_torch else ["numpy"])
     proc = launch(build, np_, "collectives.py", str(tmp_path), *args, cwd=tmp_path, **env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = []
@@ -36,11 +41,12 @@ def _same(got: np.ndarray, want: np.ndarray, key: str) -> None:
 
 @pytest.mark.parametrize("np_", [2, 4])
 def test_every_op_and_dtype(any_build: Build, np_: int, tmp_path: Path) -> None:
-    check_every_op_and_dtype(results(any_build, np_, tmp_path), tmp_path)
+    with_torch = importlib.util.find_spec("torch") is not None
+    check_every_op_and_dtype(results(any_build, np_, tmp_path, with_torch=with_torch), tmp_path, with_torch)
 
 
-def check_every_op_and_dtype(ranks: list[dict[str, np.ndarray]], tmp_path: Path) -> None:
-    """Every rank's results equal numpy's exact answers."""
+def check_every_op_and_dtype(ranks: list[dict[str, np.ndarray]], tmp_path: Path, with_torch: bool) -> None:
+    """Every rank's results equal numpy's exact answers (and torch's, ``with_torch``)."""
     np_ = len(ranks)
     for rank, got in enumerate(ranks):
         for dtype in cases.NUMPY_DTYPES:
@@ -74,7 +80,8 @@ def check_every_op_and_dtype(ranks: list[dict[str, np.ndarray]], tmp_path: Path)
                         key = f"grouped1/{small}/{op}/{i}"
                         _same(got[key], cases.expected_group(np_, i, shape, dtype, op), key)
         types = json.loads((tmp_path / f"types{rank}.json").read_text())
-        for dtype in cases.TORCH_DTYPES if types else ():
+        assert bool(types) == with_torch, types
+        for dtype in cases.TORCH_DTYPES if with_torch else ():
             for op in cases.OPS:
                 key = f"torch/allreduce/{dtype}/{op}"
                 assert types[key] == f"torch.Tensor:torch.{dtype}", key

@@ -1,9 +1,15 @@
 """The intra-host shared-memory transport: every op and dtype over shm alone,
 shm mixed with "remote" ranks (forced onto the network by HVD_SELECTOR_HOST_ID),
-a rank killed mid-collective, two jobs at once, and what the segment looks like."""
+a rank killed mid-collective, two jobs at once, and what the segment looks like.
+
+The transport jobs here move numpy's dtypes only (every element size, float16 for the
+2-byte floats); torch's tensors and bfloat16 are test_collectives' (2 and 4 ranks, every
+build, shared memory by default) and test_shm_off's (TCP): importing torch would cost each
+rank of these 4-rank jobs about 2.5 s of CPU."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -49,7 +55,7 @@ def test_every_op_over_shm_and_hierarchy(
 ) -> None:
     before = _segments()
     env = {"HVD_SELECTOR_SHM_SLOT": slot} if slot else {}
-    check_every_op_and_dtype(results(gloo_build, np_, tmp_path, str(hosts), **env), tmp_path)
+    check_every_op_and_dtype(results(gloo_build, np_, tmp_path, hosts, with_torch=False, **env), tmp_path, False)
     transport = (tmp_path / "transport0.txt").read_text()
     assert f"0-1 {pair01}" in transport, transport
     if pair02:
@@ -58,13 +64,16 @@ def test_every_op_over_shm_and_hierarchy(
 
 
 def test_mpi_build_uses_shm_between_local_ranks(mpich_build: Build, tmp_path: Path) -> None:
-    check_every_op_and_dtype(results(mpich_build, 4, tmp_path, "2"), tmp_path)
+    check_every_op_and_dtype(results(mpich_build, 4, tmp_path, 2, with_torch=False), tmp_path, False)
     transport = (tmp_path / "transport0.txt").read_text()
     assert "0-1 shm" in transport and "0-2 mpi" in transport, transport
 
 
 def test_shm_off(gloo_build: Build, tmp_path: Path) -> None:
-    check_every_op_and_dtype(results(gloo_build, 2, tmp_path, HVD_SELECTOR_SHM="0"), tmp_path)
+    with_torch = importlib.util.find_spec("torch") is not None  # the one 2-rank job of bfloat16 over TCP
+    check_every_op_and_dtype(
+        results(gloo_build, 2, tmp_path, with_torch=with_torch, HVD_SELECTOR_SHM="0"), tmp_path, with_torch
+    )
     assert (tmp_path / "transport0.txt").read_text() == "gloo tcp; 0-1 gloo tcp"
 
 
@@ -112,7 +121,8 @@ def test_rank_killed_mid_collective(gloo_build: Build, tmp_path: Path) -> None:
 
 
 def test_two_jobs_at_once(gloo_build: Build, tmp_path: Path) -> None:
-    """Each job's sums only ever contain its own ranks' values."""
+    """Each job's sums only ever contain its own ranks' values, while the other job reduces too (the jobs
+    start their 150 allreduces together: workers/shm.py)."""
     jobs = []
     for job in ("1", "2"):
         out = tmp_path / job

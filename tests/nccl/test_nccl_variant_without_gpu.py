@@ -16,19 +16,11 @@ from pathlib import Path
 import pytest
 
 from devtools import hvd_nccl_build
+from devtools.native_builds import NCCL, build_variant
 
 from .nccl_helpers import ROOT, toolchain_missing
 
 pytestmark = pytest.mark.slow
-
-DEFINES = {
-    "HVD_TARGET": "x86_64_v3",
-    "HVD_CUDA": "13",
-    "HVD_CUDA_ARCH": "90",
-    "HVD_TENSOR_OPS": "nccl",
-    "HVD_CONTROLLERS": "gloo",
-    "HVD_FRAMEWORKS": "pytorch",
-}
 
 _SCRIPT = """
 import json, numpy as np
@@ -48,34 +40,17 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def nccl_variant(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """site-packages-like prefix holding hvd_selector/ (core, plugin, Python) and nvidia/."""
+    """site-packages-like prefix holding hvd_selector/ (core, plugin, Python) and nvidia/: the nccl
+    variant's CMake install (devtools.native_builds, built once per source state and shared with
+    tests/native/test_nccl_variant.py), beside the nvidia-nccl-cu13 wheel's files."""
     reason = toolchain_missing()
     if reason:
         pytest.skip(reason)
-    work = tmp_path_factory.mktemp("nccl-variant")
-    prefix = work / "site"
-    configure = [
-        "cmake",
-        "-S",
-        str(ROOT),
-        "-B",
-        str(work / "build"),
-        "-DCMAKE_BUILD_TYPE=Release",
-        f"-DPython_EXECUTABLE={sys.executable}",
-        *(f"-D{k}={v}" for k, v in DEFINES.items()),
-    ]
-    if shutil.which("ninja"):
-        configure += ["-G", "Ninja"]
-    for cmd in (
-        configure,
-        ["cmake", "--build", str(work / "build"), "-j", "2"],
-        ["cmake", "--install", str(work / "build"), "--prefix", str(prefix)],
-    ):
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    for py in (ROOT / "hvd_selector").rglob("*.py"):
-        (prefix / py.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(py, prefix / py.relative_to(ROOT))
+    prefix = tmp_path_factory.mktemp("nccl-variant") / "site"
+    prefix.mkdir()
+    stage = build_variant("nccl-cuda13-x86_64_v3", NCCL).stage
+    # copied, not linked: the loader resolves a link before it reads the plugin's $ORIGIN rpath (../nvidia)
+    shutil.copytree(stage / "hvd_selector", prefix / "hvd_selector")
     wheel = hvd_nccl_build.nccl_wheel_dir()
     assert wheel is not None
     (prefix / "nvidia").symlink_to(wheel.parent, target_is_directory=True)
@@ -98,7 +73,7 @@ def test_imports_serves_cpu_tensors_and_says_why_no_gpu(nccl_variant: Path) -> N
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["variant"].startswith("target=x86_64_v3 cuda=13 cuda_arch=90 tensor_ops=nccl")
+    assert out["variant"].startswith("target=x86_64_v3 cuda=13 cuda_arch=80 tensor_ops=nccl")
     assert out["size"] == 1
     assert out["allreduce"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     # Horovod's nccl_built(): the NCCL_VERSION_CODE compiled against (the wheel's nccl.h), recorded by the build

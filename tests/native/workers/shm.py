@@ -56,8 +56,16 @@ elif scenario == "stop":  # rank 1 stops (SIGSTOP) between two allreduces; rank 
     hvd.allreduce(x)  # rank 0: CollectiveTimeoutError, uncaught: the exit handlers must not hang
 elif scenario == "job":  # values unique to this job: crosstalk would change the sums
     job = int(sys.argv[3])
+    # Both jobs reduce at the same time: each job's rank 0 says it is ready (OUT_DIR/../ready<job>), and
+    # waits, bounded, for the other job's word before its job starts.
+    if rank == 0:
+        (out_dir.parent / f"ready{job}").touch()
+        deadline = time.monotonic() + 120
+        while not (out_dir.parent / f"ready{3 - job}").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    hvd.barrier()
     ok = True
-    for _ in range(200):
+    for _ in range(50):
         for n in (16, 70_000, 1 << 20):
             x = np.full(n, job * 1000 + rank, np.float64)
             want = sum(job * 1000 + r for r in range(size))
