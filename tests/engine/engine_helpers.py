@@ -17,6 +17,14 @@ DATA = ROOT / "tests" / "data"
 NVML = DATA / "nvml"
 
 
+def nested_pytest_env(*drop: str, **extra: str) -> dict[str, str]:
+    """This environment for a pytest a test starts: no third-party plugins loaded by themselves, none
+    of the outer run's PYTEST_ADDOPTS (its ``-p`` plugins may not import from the inner run's folder),
+    and without the ``drop`` names."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", *drop)}
+    return env | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"} | extra
+
+
 class CliResult:
     """A finished ``python -m selector_backend`` run."""
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from devtools import cpu_per_test
 
-from .engine_helpers import ROOT
+from .engine_helpers import ROOT, nested_pytest_env
 
 PROBE = """
 import subprocess, sys, time
@@ -29,7 +28,7 @@ def test_a_childs_cpu_is_counted_to_the_test_that_waited_for_it(tmp_path: Path) 
     record = tmp_path / "record"
     record.mkdir()
     (record / "old.jsonl").write_text('{"test": "tests/x/test_old.py::t", "own": 9, "children": 0, "wall": 9}\n')
-    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPATH=str(ROOT))
+    env = nested_pytest_env(PYTHONPATH=str(ROOT))
     args = ["-q", "-p", "no:cacheprovider", "-p", "devtools.cpu_per_test", f"--cpu-per-test-dir={record}"]
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", *args, f"--basetemp={tmp_path / 'base'}", str(tmp_path / "test_probe.py")],

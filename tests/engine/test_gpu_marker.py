@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .engine_helpers import ROOT
+from .engine_helpers import ROOT, nested_pytest_env
 
 PROBE = """
 import pytest
@@ -36,8 +36,7 @@ def test_gpu_marker(tmp_path: Path, args: list[str], env: dict[str, str], outcom
     shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_probe.py").write_text(PROBE, encoding="utf-8")
     # no third-party plugins: only the conftest under test matters, and startup stays fast
-    full = {k: v for k, v in os.environ.items() if k != "HVD_SELECTOR_RUN_GPU"} | env
-    full["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    full = nested_pytest_env("HVD_SELECTOR_RUN_GPU", **env)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--strict-markers", *args, str(tmp_path)],
         cwd=tmp_path,
@@ -60,8 +59,7 @@ def test_auto_is_one_worker_more_than_the_cpus(tmp_path: Path, env: dict[str, st
     pytest.importorskip("xdist")
     shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_probe.py").write_text("def test_plain():\n    pass\n", encoding="utf-8")
-    full = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_AUTO_NUM_WORKERS"} | env
-    full["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    full = nested_pytest_env("PYTEST_XDIST_AUTO_NUM_WORKERS", **env)
     one_cpu = {min(os.sched_getaffinity(0))}
     # --basetemp: pytest-xdist makes the temporary folder at once, and a numbered one would have pytest
     # delete the oldest pytest-of-<user>/pytest-<N> folders (gigabytes after a few suite runs) first

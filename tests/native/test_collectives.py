@@ -16,6 +16,7 @@ from . import cases
 from .native_helpers import launch
 
 pytestmark = pytest.mark.slow
+TORCH_INSTALLED = importlib.util.find_spec("torch") is not None  # then the jobs that ask check torch's tensors too
 
 
 def results(
@@ -41,8 +42,7 @@ def _same(got: np.ndarray, want: np.ndarray, key: str) -> None:
 
 @pytest.mark.parametrize("np_", [2, 4])
 def test_every_op_and_dtype(any_build: Build, np_: int, tmp_path: Path) -> None:
-    with_torch = importlib.util.find_spec("torch") is not None
-    check_every_op_and_dtype(results(any_build, np_, tmp_path, with_torch=with_torch), tmp_path, with_torch)
+    check_every_op_and_dtype(results(any_build, np_, tmp_path, with_torch=TORCH_INSTALLED), tmp_path, TORCH_INSTALLED)
 
 
 def check_every_op_and_dtype(ranks: list[dict[str, np.ndarray]], tmp_path: Path, with_torch: bool) -> None:

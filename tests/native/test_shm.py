@@ -9,7 +9,6 @@ rank of these 4-rank jobs about 2.5 s of CPU."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -21,7 +20,7 @@ import pytest
 from devtools.native_builds import Build, run_argv
 
 from .native_helpers import WORKERS, launch
-from .test_collectives import check_every_op_and_dtype, results
+from .test_collectives import TORCH_INSTALLED, check_every_op_and_dtype, results
 
 pytestmark = pytest.mark.slow
 
@@ -70,10 +69,9 @@ def test_mpi_build_uses_shm_between_local_ranks(mpich_build: Build, tmp_path: Pa
 
 
 def test_shm_off(gloo_build: Build, tmp_path: Path) -> None:
-    with_torch = importlib.util.find_spec("torch") is not None  # the one 2-rank job of bfloat16 over TCP
-    check_every_op_and_dtype(
-        results(gloo_build, 2, tmp_path, with_torch=with_torch, HVD_SELECTOR_SHM="0"), tmp_path, with_torch
-    )
+    # the one job of torch's tensors and bfloat16 over TCP
+    on_tcp = results(gloo_build, 2, tmp_path, with_torch=TORCH_INSTALLED, HVD_SELECTOR_SHM="0")
+    check_every_op_and_dtype(on_tcp, tmp_path, TORCH_INSTALLED)
     assert (tmp_path / "transport0.txt").read_text() == "gloo tcp; 0-1 gloo tcp"
 
 
