@@ -202,8 +202,7 @@ def test_cmake_builds_a_new_catalog_target_from_the_description_alone(tmp_path: 
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     build = configure(tmp_path, f"-DHVD_BUILD_DESCRIPTION={tmp_path / 'd.cmake'}")
-    commands = json.loads((build / "compile_commands.json").read_text())
-    kernels = next(c["command"] for c in commands if c["file"].endswith("native/src/kernels_cpu.cpp"))
+    kernels = compile_commands(build)["native/src/kernels_cpu.cpp"]
     assert "-march=znver3 -mtune=znver3" in kernels
     written = json.loads((build / "build_config.json").read_text())
     assert written["target"] == "zen3" and written["build_type"] == "Release"

@@ -20,10 +20,10 @@ TORCH_INSTALLED = importlib.util.find_spec("torch") is not None  # then the jobs
 
 
 def results(
-    build: Build, np_: int, tmp_path: Path, hosts: int = 1, with_torch: bool = True, **env: str
+    build: Build, np_: int, tmp_path: Path, hosts: int, with_torch: bool, **env: str
 ) -> list[dict[str, np.ndarray]]:
     """Run workers/collectives.py on ``hosts`` pretend hosts and load every rank's results; without
-    torch, only numpy's arrays (check_every_op_and_dtype then asks for no torch results)."""
+    torch, only numpy's arrays."""
     args = [str(hosts)] + ([] if with_torch else ["numpy"])
     proc = launch(build, np_, "collectives.py", str(tmp_path), *args, cwd=tmp_path, **env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -42,13 +42,15 @@ def _same(got: np.ndarray, want: np.ndarray, key: str) -> None:
 
 @pytest.mark.parametrize("np_", [2, 4])
 def test_every_op_and_dtype(any_build: Build, np_: int, tmp_path: Path) -> None:
-    check_every_op_and_dtype(results(any_build, np_, tmp_path, with_torch=TORCH_INSTALLED), tmp_path, TORCH_INSTALLED)
+    check_every_op_and_dtype(any_build, np_, tmp_path)
 
 
-def check_every_op_and_dtype(ranks: list[dict[str, np.ndarray]], tmp_path: Path, with_torch: bool) -> None:
-    """Every rank's results equal numpy's exact answers (and torch's, ``with_torch``)."""
-    np_ = len(ranks)
-    for rank, got in enumerate(ranks):
+def check_every_op_and_dtype(
+    build: Build, np_: int, tmp_path: Path, hosts: int = 1, with_torch: bool = TORCH_INSTALLED, **env: str
+) -> None:
+    """A job of ``np_`` ranks on ``hosts`` pretend hosts: every rank's results equal numpy's exact
+    answers (and torch's, ``with_torch``: then they must be there)."""
+    for rank, got in enumerate(results(build, np_, tmp_path, hosts, with_torch, **env)):
         for dtype in cases.NUMPY_DTYPES:
             for op in cases.OPS:
                 for pre, post in cases.SCALES:

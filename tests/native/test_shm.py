@@ -20,7 +20,7 @@ import pytest
 from devtools.native_builds import Build, run_argv
 
 from .native_helpers import WORKERS, launch
-from .test_collectives import TORCH_INSTALLED, check_every_op_and_dtype, results
+from .test_collectives import check_every_op_and_dtype
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,7 @@ def test_every_op_over_shm_and_hierarchy(
 ) -> None:
     before = _segments()
     env = {"HVD_SELECTOR_SHM_SLOT": slot} if slot else {}
-    check_every_op_and_dtype(results(gloo_build, np_, tmp_path, hosts, with_torch=False, **env), tmp_path, False)
+    check_every_op_and_dtype(gloo_build, np_, tmp_path, hosts, with_torch=False, **env)
     transport = (tmp_path / "transport0.txt").read_text()
     assert f"0-1 {pair01}" in transport, transport
     if pair02:
@@ -63,15 +63,13 @@ def test_every_op_over_shm_and_hierarchy(
 
 
 def test_mpi_build_uses_shm_between_local_ranks(mpich_build: Build, tmp_path: Path) -> None:
-    check_every_op_and_dtype(results(mpich_build, 4, tmp_path, 2, with_torch=False), tmp_path, False)
+    check_every_op_and_dtype(mpich_build, 4, tmp_path, 2, with_torch=False)
     transport = (tmp_path / "transport0.txt").read_text()
     assert "0-1 shm" in transport and "0-2 mpi" in transport, transport
 
 
 def test_shm_off(gloo_build: Build, tmp_path: Path) -> None:
-    # the one job of torch's tensors and bfloat16 over TCP
-    on_tcp = results(gloo_build, 2, tmp_path, with_torch=TORCH_INSTALLED, HVD_SELECTOR_SHM="0")
-    check_every_op_and_dtype(on_tcp, tmp_path, TORCH_INSTALLED)
+    check_every_op_and_dtype(gloo_build, 2, tmp_path, HVD_SELECTOR_SHM="0")  # torch's tensors and bfloat16 over TCP
     assert (tmp_path / "transport0.txt").read_text() == "gloo tcp; 0-1 gloo tcp"
 
 
