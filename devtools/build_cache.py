@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 BUILD_DIR = REPO / "build"
 
 
-def build_once(folder: Path, make: Callable[[Path], None]) -> Path:
+def build_once(folder: Path, make: Callable[[Path], object]) -> Path:
     """``folder``, built by ``make(folder)`` unless a finished build is already there."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f"{folder.name}.lock", "w") as lock:
@@ -46,11 +46,11 @@ def source_files(*paths: str) -> list[Path]:
     return sorted({REPO / name for name in out.decode().split("\0") if name and (REPO / name).is_file()})
 
 
-def files_hash(files: Iterable[Path], *extra: str) -> str:
-    """A short hash of the files' names and contents and of ``extra`` strings."""
+def files_hash(files: Iterable[Path], *extra: str, root: Path = REPO) -> str:
+    """A short hash of the files' names (relative to ``root``) and contents and of ``extra`` strings."""
     h = hashlib.sha256()
     for path in files:
-        h.update(str(path.relative_to(REPO)).encode() + b"\0")
+        h.update(str(path.relative_to(root)).encode() + b"\0")
         h.update(path.read_bytes() if path.exists() else b"<missing>")
     for text in extra:
         h.update(text.encode() + b"\0")

@@ -3,16 +3,18 @@ pip end-to-end tests and the pip-install benchmark both set up."""
 
 from __future__ import annotations
 
-import atexit
 import functools
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import venv
 from collections.abc import Iterable
 from pathlib import Path
+
+from devtools.build_cache import BUILD_DIR, build_once, files_hash
+
+TEMPLATES_DIR = BUILD_DIR / "venv-templates"
 
 
 def user_env(**extra: str) -> dict[str, str]:
@@ -24,18 +26,22 @@ def user_env(**extra: str) -> dict[str, str]:
 
 @functools.cache
 def _template(packages: tuple[str, ...] = (), find_links: str | None = None) -> Path:
-    """One venv per process and per package set, removed at exit: what every ``make_venv``
-    copies. Pip comes from ensurepip (about 6 s of CPU a venv, a copy a tenth of that);
-    ``packages`` are then installed once from the ``find_links`` wheelhouse (numpy's wheel
-    alone costs a fresh venv more CPU than copying the installed files)."""
-    root = Path(tempfile.mkdtemp(prefix="hvd-selector-venv-template-"))
-    atexit.register(shutil.rmtree, root, True)
+    """The venv every ``make_venv`` for these ``packages`` copies: made once per interpreter, package
+    set and wheelhouse content under build/venv-templates/ (devtools.build_cache), so the pytest-xdist
+    workers of a run, and the runs after it, share it. Pip comes from ensurepip (about 6 s of CPU a
+    venv, a copy a tenth of that); ``packages`` are then installed once from the ``find_links``
+    wheelhouse (numpy's wheel alone costs a fresh venv more CPU than copying the installed files)."""
+    wheels = sorted(Path(find_links).glob("*.whl")) if find_links else []
+    key = files_hash(wheels, sys.executable, sys.version, *packages, root=Path(find_links or "/"))
+    return build_once(TEMPLATES_DIR / key, lambda root: _make_template(root, packages, find_links))
+
+
+def _make_template(root: Path, packages: tuple[str, ...], find_links: str | None) -> None:
     venv.EnvBuilder(with_pip=True).create(root)
     if packages:
         cmd = [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
         cmd += ["--no-index", "--find-links", str(find_links), *packages]
         _run_pip(cmd, env=user_env())
-    return root
 
 
 def _run_pip(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> None:
@@ -59,7 +65,7 @@ def make_venv(
     (an old one there is removed); returns its bin/.
 
     The venv is made by ``venv`` without pip, then gets the files that ensurepip and pip
-    installed into this process's template venv for the same ``packages``: the same files,
+    installed into the template venv for the same ``packages``: the same files,
     and the scripts with this venv's interpreter in their first line, as pip would have
     written them here."""
     venv.EnvBuilder(system_site_packages=system_site_packages, clear=True).create(path)
@@ -82,3 +88,10 @@ def download_wheels(dest: Path, packages: Iterable[str], timeout: float = 600) -
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(dest), *packages]
     _run_pip(cmd, timeout=timeout)
     return dest
+
+
+def shared_wheelhouse(run_dir: Path, packages: Iterable[str]) -> Path:
+    """``download_wheels`` of ``packages`` at most once for everything that shares ``run_dir`` (the
+    pytest-xdist workers of one run: tests/conftest.py's ``run_tmp_path``), under a file lock."""
+    names = sorted(set(packages))
+    return build_once(run_dir / f"wheelhouse-{files_hash([], *names)}", lambda dest: download_wheels(dest, names))

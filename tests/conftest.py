@@ -16,6 +16,7 @@ See docs/reference/testing.md.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +62,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
         if item.get_closest_marker("xdist_group") is None and item.get_closest_marker("spread") is None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+@pytest.fixture(scope="session")
+def run_tmp_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder every pytest-xdist worker of this run shares (their own base folders sit in it: xdist's
+    recipe for work done once per run, under a file lock, devtools.build_cache.build_once); without
+    xdist, this process's base folder. Gone with pytest's old base folders, unlike build/."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if hasattr(request.config, "workerinput") else base  # workerinput: an xdist worker

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from devtools.loopback_http import serve
-from devtools.venvs import download_wheels
+from devtools.venvs import shared_wheelhouse
 from selector_backend.publishing.publish import build_sdist
 
 from .backend_helpers import (
@@ -32,10 +32,10 @@ from .backend_helpers import (
 
 
 @pytest.fixture(scope="session")
-def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Runtime and build dependencies as local wheels: fresh venvs install without the network."""
-    house = tmp_path_factory.mktemp("wheelhouse")
-    return download_wheels(house, [*RUNTIME_DEPS, *BUILD_DEPS])
+def wheelhouse(run_tmp_path: Path) -> Path:
+    """Runtime and build dependencies as local wheels (one download per run): fresh venvs install
+    without the network."""
+    return shared_wheelhouse(run_tmp_path, [*RUNTIME_DEPS, *BUILD_DEPS])
 
 
 @pytest.fixture(scope="session")

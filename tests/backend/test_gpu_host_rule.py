@@ -51,11 +51,11 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def wheels(run_tmp_path: Path) -> Path:
     """Build and runtime requirements as local wheels (uv's isolated build and the tool's venv)."""
-    from devtools.venvs import download_wheels
+    from devtools.venvs import shared_wheelhouse
 
-    return download_wheels(tmp_path_factory.mktemp("gpu-rule-wheels"), [*RUNTIME_DEPS, *BUILD_DEPS])
+    return shared_wheelhouse(run_tmp_path, [*RUNTIME_DEPS, *BUILD_DEPS])
 
 
 def gtx1080_env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ import pytest
 
 from devtools.build_cache import BUILD_DIR, build_once
 from devtools.loopback_http import serve
-from devtools.venvs import download_wheels, make_venv
+from devtools.venvs import download_wheels, make_venv, shared_wheelhouse
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import load_catalog
 from selector_backend.engine.variant import Variant
@@ -49,14 +49,14 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+def wheelhouse(run_tmp_path: Path) -> list[str]:
     """--find-links for hvd-selector's runtime dependencies and the real nvidia-nccl-cu13 wheel."""
     version = importlib.metadata.version("nvidia-nccl-cu13")  # .ci/requirements.txt installs it
     nccl = build_once(
         BUILD_DIR / "test-wheels" / f"nvidia-nccl-cu13-{version}",
         lambda folder: download_wheels(folder, [f"nvidia-nccl-cu13=={version}"]),
     )
-    deps = download_wheels(tmp_path_factory.mktemp("nccl-extra-deps"), RUNTIME_DEPS)
+    deps = shared_wheelhouse(run_tmp_path, RUNTIME_DEPS)
     return ["--find-links", str(deps), "--find-links", str(nccl)]
 
 

@@ -414,13 +414,15 @@ def _check_public_index(site: Path, wheels: list[Path], catalog: Catalog) -> Non
 
 
 @pytest.mark.slow
-def test_the_publishing_page_gives_an_index_stock_pip_and_uv_install_from(tmp_path: Path, catalog: Catalog) -> None:
+def test_the_publishing_page_gives_an_index_stock_pip_and_uv_install_from(
+    tmp_path: Path, run_tmp_path: Path, catalog: Catalog
+) -> None:
     """docs/guide/publishing.md end to end: build-variants with --index-url, ``python -m http.server`` on
     127.0.0.1, then stock pip and uv in fresh venvs with the documented flags. The dependencies (numpy, archspec,
     ...) come from a local wheelhouse (``--find-links``) where the page lets PyPI serve them."""
     import socket
 
-    from devtools.venvs import download_wheels, make_venv, user_env
+    from devtools.venvs import make_venv, shared_wheelhouse, user_env
 
     with socket.socket() as probe:  # the URL is embedded in the sdist before the server starts
         probe.bind(("127.0.0.1", 0))
@@ -437,7 +439,7 @@ def test_the_publishing_page_gives_an_index_stock_pip_and_uv_install_from(tmp_pa
         assert not path.is_symlink(), path
         if path.is_file() and path.name != ".publish.lock":
             assert path.stat().st_mode & 0o644 == 0o644, f"{path} is {oct(path.stat().st_mode)}"
-    deps = download_wheels(tmp_path / "deps", ["numpy", "archspec", "packaging", "nvidia-ml-py"])
+    deps = shared_wheelhouse(run_tmp_path, ["numpy", "archspec", "packaging", "nvidia-ml-py"])
     server = subprocess.Popen(
         [sys.executable, "-m", "http.server", "-d", str(site), str(port), "--bind", "127.0.0.1"],
         stdout=subprocess.DEVNULL,
