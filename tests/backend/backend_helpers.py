@@ -4,6 +4,7 @@ pip in fresh venvs. The fixtures that build it once per session are in conftest.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from devtools.build_cache import BUILD_DIR, build_once, files_hash, source_files
 from devtools.loopback_http import FlakyServer
-from devtools.venvs import make_venv, user_env
+from devtools.venvs import download_wheels, make_venv, user_env
 
 REPO = Path(__file__).resolve().parents[2]
 E2E_TARGETS = ("x86_64", "x86_64_v3", "x86_64_v4")
@@ -78,6 +79,16 @@ class VariantIndex:
         folder = generation_dir(self.root, load_catalog())
         assert folder is not None and (folder / name).is_file(), f"{name} is not published"
         return f"/{folder.relative_to(self.root).as_posix()}/{name}"
+
+
+def nccl_wheel_dir() -> Path:
+    """A folder holding the real nvidia-nccl-cu13 wheel of the version installed here (.ci/requirements.txt),
+    downloaded once per machine into build/test-wheels/ (about 300 MB; pip's cache serves later downloads)."""
+    version = importlib.metadata.version("nvidia-nccl-cu13")
+    return build_once(
+        BUILD_DIR / "test-wheels" / f"nvidia-nccl-cu13-{version}",
+        lambda folder: download_wheels(folder, [f"nvidia-nccl-cu13=={version}"]),
+    )
 
 
 def built_wheels(targets: tuple[str, ...]) -> dict[str, Path]:

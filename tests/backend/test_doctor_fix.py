@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-from .backend_helpers import VariantIndex, clean_env, run, venv_with_dependencies
+from .backend_helpers import VariantIndex, clean_env, nccl_wheel_dir, run, venv_with_dependencies
 
 pytestmark = pytest.mark.slow
 
@@ -96,10 +95,8 @@ def test_doctors_fix_as_printed_installs_the_missing_nccl(
 
 
 @pytest.fixture(scope="module")
-def nccl_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The nvidia-nccl-cu13 wheel (the test suite's own requirement: pip's cache has it)."""
-    dest = tmp_path_factory.mktemp("nccl-wheel")
-    run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(dest), "nvidia-nccl-cu13>=2.27"])
-    (wheel,) = dest.glob("nvidia_nccl_cu13-*.whl")
+def nccl_wheel() -> Path:
+    """The nvidia-nccl-cu13 wheel (the test suite's own requirement), shared with test_nccl_extra."""
+    (wheel,) = nccl_wheel_dir().glob("nvidia_nccl_cu13-*.whl")
     assert re.match(r"nvidia_nccl_cu13-[\d.]+-", wheel.name)
     return wheel

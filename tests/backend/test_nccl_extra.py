@@ -10,7 +10,6 @@ later downloads), and every other dependency comes from a local wheelhouse.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import shutil
 import subprocess
@@ -20,16 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from devtools.build_cache import BUILD_DIR, build_once
 from devtools.loopback_http import serve
-from devtools.venvs import download_wheels, make_venv, shared_wheelhouse
+from devtools.venvs import make_venv, shared_wheelhouse
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import load_catalog
 from selector_backend.engine.variant import Variant
 from selector_backend.publishing.publish import build_sdist
 from tests.ci.test_publish import publish_matrix
 
-from .backend_helpers import REPO, RUNTIME_DEPS, clean_env, publish_index
+from .backend_helpers import REPO, RUNTIME_DEPS, clean_env, nccl_wheel_dir, publish_index
 
 pytestmark = pytest.mark.slow
 NVML = Path(__file__).resolve().parents[1] / "data" / "nvml"
@@ -51,13 +49,8 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def wheelhouse(run_tmp_path: Path) -> list[str]:
     """--find-links for hvd-selector's runtime dependencies and the real nvidia-nccl-cu13 wheel."""
-    version = importlib.metadata.version("nvidia-nccl-cu13")  # .ci/requirements.txt installs it
-    nccl = build_once(
-        BUILD_DIR / "test-wheels" / f"nvidia-nccl-cu13-{version}",
-        lambda folder: download_wheels(folder, [f"nvidia-nccl-cu13=={version}"]),
-    )
     deps = shared_wheelhouse(run_tmp_path, RUNTIME_DEPS)
-    return ["--find-links", str(deps), "--find-links", str(nccl)]
+    return ["--find-links", str(deps), "--find-links", str(nccl_wheel_dir())]
 
 
 def install(installer: str, index: str, wheelhouse: list[str], tmp_path: Path, **env: str) -> dict[str, str]:
