@@ -81,7 +81,7 @@ class VariantIndex:
         return f"/{folder.relative_to(self.root).as_posix()}/{name}"
 
 
-def nccl_wheel_dir() -> Path:
+def nccl_wheelhouse() -> Path:
     """A folder holding the real nvidia-nccl-cu13 wheel of the version installed here (.ci/requirements.txt),
     downloaded once per machine into build/test-wheels/ (about 300 MB; pip's cache serves later downloads)."""
     version = importlib.metadata.version("nvidia-nccl-cu13")

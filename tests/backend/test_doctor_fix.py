@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .backend_helpers import VariantIndex, clean_env, nccl_wheel_dir, run, venv_with_dependencies
+from .backend_helpers import VariantIndex, clean_env, nccl_wheelhouse, run, venv_with_dependencies
 
 pytestmark = pytest.mark.slow
 
@@ -97,6 +97,6 @@ def test_doctors_fix_as_printed_installs_the_missing_nccl(
 @pytest.fixture(scope="module")
 def nccl_wheel() -> Path:
     """The nvidia-nccl-cu13 wheel (the test suite's own requirement), shared with test_nccl_extra."""
-    (wheel,) = nccl_wheel_dir().glob("nvidia_nccl_cu13-*.whl")
+    (wheel,) = nccl_wheelhouse().glob("nvidia_nccl_cu13-*.whl")
     assert re.match(r"nvidia_nccl_cu13-[\d.]+-", wheel.name)
     return wheel

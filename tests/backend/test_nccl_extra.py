@@ -27,7 +27,7 @@ from selector_backend.engine.variant import Variant
 from selector_backend.publishing.publish import build_sdist
 from tests.ci.test_publish import publish_matrix
 
-from .backend_helpers import REPO, RUNTIME_DEPS, clean_env, nccl_wheel_dir, publish_index
+from .backend_helpers import REPO, RUNTIME_DEPS, clean_env, nccl_wheelhouse, publish_index
 
 pytestmark = pytest.mark.slow
 NVML = Path(__file__).resolve().parents[1] / "data" / "nvml"
@@ -50,7 +50,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def wheelhouse(run_tmp_path: Path) -> list[str]:
     """--find-links for hvd-selector's runtime dependencies and the real nvidia-nccl-cu13 wheel."""
     deps = shared_wheelhouse(run_tmp_path, RUNTIME_DEPS)
-    return ["--find-links", str(deps), "--find-links", str(nccl_wheel_dir())]
+    return ["--find-links", str(deps), "--find-links", str(nccl_wheelhouse())]
 
 
 def install(installer: str, index: str, wheelhouse: list[str], tmp_path: Path, **env: str) -> dict[str, str]:

@@ -423,6 +423,7 @@ def test_the_publishing_page_gives_an_index_stock_pip_and_uv_install_from(
     import socket
 
     from devtools.venvs import make_venv, shared_wheelhouse, user_env
+    from tests.backend.backend_helpers import RUNTIME_DEPS
 
     with socket.socket() as probe:  # the URL is embedded in the sdist before the server starts
         probe.bind(("127.0.0.1", 0))
@@ -439,7 +440,7 @@ def test_the_publishing_page_gives_an_index_stock_pip_and_uv_install_from(
         assert not path.is_symlink(), path
         if path.is_file() and path.name != ".publish.lock":
             assert path.stat().st_mode & 0o644 == 0o644, f"{path} is {oct(path.stat().st_mode)}"
-    deps = shared_wheelhouse(run_tmp_path, ["numpy", "archspec", "packaging", "nvidia-ml-py"])
+    deps = shared_wheelhouse(run_tmp_path, RUNTIME_DEPS)  # the pip tests' wheelhouse: one download a run
     server = subprocess.Popen(
         [sys.executable, "-m", "http.server", "-d", str(site), str(port), "--bind", "127.0.0.1"],
         stdout=subprocess.DEVNULL,

@@ -130,9 +130,9 @@ def screenshots(site: Path, base: str, width: int, tmp_path: Path) -> None:
     run (each costs seconds of CPU), each page in an iframe of the window's width."""
     shots = Path(os.environ.get("HVD_DOCS_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
-    frame = f'<iframe src="%s" style="display:block;border:0;width:{width}px;height:1000px"></iframe>'
     page = f"_shots{width}.html"
-    body = "".join(frame % name for name in SCREENSHOTS)
+    style = f"display:block;border:0;width:{width}px;height:1000px"
+    body = "".join(f'<iframe src="{name}" style="{style}"></iframe>' for name in SCREENSHOTS)
     (site / page).write_text(f'<!DOCTYPE html><html><body style="margin:0">{body}</body></html>', encoding="utf-8")
     target = shots / f"widest-pages-{width}.png"
     chromium(f"--screenshot={target}", f"{base}/{page}", width=width, height=1000 * len(SCREENSHOTS))
