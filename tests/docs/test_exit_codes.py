@@ -58,18 +58,18 @@ def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.fixture()
-def silent_server() -> Iterator[str]:
-    """A loopback server that accepts and never answers (so a command waits until interrupted)."""
+def silent_server() -> Iterator[socket.socket]:
+    """A loopback server that never answers (so a command waits until interrupted)."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(8)
     try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}/simple"
+        yield server
     finally:
         server.close()
 
 
-def trigger_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent: str) -> dict[int, list[str]]:
+def trigger_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent: socket.socket) -> dict[int, list[str]]:
     seen: dict[int, list[str]] = {}
 
     def record(code: int, what: str, proc: subprocess.CompletedProcess[str], error_line: bool = True) -> None:
@@ -128,17 +128,24 @@ def trigger_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent: str) ->
     )
 
     # 130: Ctrl-C while waiting on an index that never answers
+    silent_url = f"http://127.0.0.1:{silent.getsockname()[1]}/simple"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "selector_backend", "resolve", "--index-url", silent, "-C", "index-timeout=60"],
+        [sys.executable, "-m", "selector_backend", "resolve", "--index-url", silent_url, "-C", "index-timeout=60"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env(tmp_path),
         cwd=ROOT,
     )
-    time.sleep(2.0)
+    # SIGINT once the command waits on the index (its connection accepted), not after a fixed 2 s
+    # sleep: once, on a loaded machine, the command sent SIGINT after the sleep ran its 60 s out
+    # instead (cause not found); this fixes the moment the signal comes.
+    silent.settimeout(60)
+    connection, _ = silent.accept()
+    time.sleep(0.2)  # it has sent its request and waits for the answer
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
+    connection.close()
     record(130, "Ctrl-C", subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
 
     # 1: a bug — a command that raises something unexpected (in-process: there is no real bug to call)
@@ -155,7 +162,7 @@ def trigger_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent: str) ->
 
 
 def test_every_documented_exit_code_is_what_the_commands_return(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent_server: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent_server: socket.socket, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seen = trigger_all(tmp_path, monkeypatch, silent_server)
     assert "internal error: ZeroDivisionError" in capsys.readouterr().err
