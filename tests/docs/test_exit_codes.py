@@ -51,6 +51,20 @@ def hvd(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def threads_of(pid: int) -> list[str]:
+    """Each thread's kernel wait and signal masks, for a process that did not end on a signal."""
+    found = []
+    for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+        status = dict(line.split(":", 1) for line in (task / "status").read_text().splitlines() if ":" in line)
+        masks = " ".join(f"{k}={status[k].strip()}" for k in ("State", "SigPnd", "SigBlk", "SigIgn", "SigCgt"))
+        found.append(f"{task.name} {(task / 'wchan').read_text()} {masks}")
+    found.append(
+        "ShdPnd="
+        + dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())["ShdPnd"].strip()
+    )
+    return found
+
+
 def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
     lines = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -127,25 +141,35 @@ def trigger_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent: socket.
         hvd(tmp_path, "resolve", "--index-url", f"http://127.0.0.1:{port}/simple", "-C", "index-retries=0"),
     )
 
-    # 130: Ctrl-C while waiting on an index that never answers
+    # 130: Ctrl-C while waiting on an index that never answers. The command must start with SIGINT
+    # caught, as in a terminal: a pytest started in the background (`pytest &` from a script)
+    # ignores SIGINT and SIGQUIT, an ignored signal stays ignored across exec, and Python then
+    # leaves Ctrl-C ignored too (the command ran its 60 s out). A handler here becomes the
+    # default action in the child.
     silent_url = f"http://127.0.0.1:{silent.getsockname()[1]}/simple"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "selector_backend", "resolve", "--index-url", silent_url, "-C", "index-timeout=60"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env(tmp_path),
-        cwd=ROOT,
-    )
-    # SIGINT once the command waits on the index (its connection accepted), not after a fixed 2 s
-    # sleep: once, on a loaded machine, the command sent SIGINT after the sleep ran its 60 s out
-    # instead (cause not found); this fixes the moment the signal comes.
+    caught = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "selector_backend", "resolve", "--index-url", silent_url, "-C", "index-timeout=60"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env(tmp_path),
+            cwd=ROOT,
+        )
+    finally:
+        signal.signal(signal.SIGINT, caught)
     silent.settimeout(60)
-    connection, _ = silent.accept()
-    time.sleep(0.2)  # it has sent its request and waits for the answer
+    connection, _ = silent.accept()  # the command waits on the index now, however slowly it started
+    time.sleep(0.2)  # its request is sent
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    connection.close()
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"resolve did not end on SIGINT; its threads: {threads_of(proc.pid)}")
+    finally:
+        proc.kill()
+        connection.close()
     record(130, "Ctrl-C", subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
 
     # 1: a bug — a command that raises something unexpected (in-process: there is no real bug to call)
