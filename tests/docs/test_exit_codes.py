@@ -56,12 +56,10 @@ def threads_of(pid: int) -> list[str]:
     found = []
     for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
         status = dict(line.split(":", 1) for line in (task / "status").read_text().splitlines() if ":" in line)
-        masks = " ".join(f"{k}={status[k].strip()}" for k in ("State", "SigPnd", "SigBlk", "SigIgn", "SigCgt"))
-        found.append(f"{task.name} {(task / 'wchan').read_text()} {masks}")
-    found.append(
-        "ShdPnd="
-        + dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())["ShdPnd"].strip()
-    )
+        fields = ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+        found.append(
+            f"{task.name} {(task / 'wchan').read_text()} " + " ".join(f"{k}={status[k].strip()}" for k in fields)
+        )
     return found
 
 
@@ -168,7 +166,8 @@ def trigger_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent: socket.
     except subprocess.TimeoutExpired:
         pytest.fail(f"resolve did not end on SIGINT; its threads: {threads_of(proc.pid)}")
     finally:
-        proc.kill()
+        proc.kill()  # nothing to do once it has ended; on a hang it ends it
+        proc.wait()
         connection.close()
     record(130, "Ctrl-C", subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
 
