@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -212,22 +213,25 @@ def test_cmake_builds_a_new_catalog_target_from_the_description_alone(tmp_path: 
     assert json.loads((build / "variant.json").read_text())["variants"]
 
 
-def configure(tmp_path: Path, *args: str) -> Path:
+def configure(tmp_path: Path, *args: str, **env: str) -> Path:
     build = tmp_path / "build"
     proc = subprocess.run(
         ["cmake", "-S", str(REPO), "-B", str(build), f"-DPython_EXECUTABLE={sys.executable}",
          "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", *args],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, env={**os.environ, **env},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return build
 
 
 def compile_commands(build: Path) -> dict[str, str]:
-    """Each source file's compile command, without the parts naming the build directory."""
+    """Each source file's compile command, without the parts naming the build directory; files in the
+    tree are named relative to it, files in the build directory as ``<build>/...``."""
     commands = json.loads((build / "compile_commands.json").read_text())
     return {
-        c["file"].removeprefix(str(REPO) + "/"): " ".join(w for w in c["command"].split() if str(build) not in w)
+        c["file"].replace(str(build), "<build>").removeprefix(str(REPO) + "/"): " ".join(
+            w for w in c["command"].split() if str(build) not in w
+        )
         for c in commands
     }
 
@@ -239,12 +243,19 @@ def test_only_the_files_that_use_the_variant_compile_differently(tmp_path: Path)
     if shutil.which("mpicc.mpich") is None:
         pytest.skip("needs Debian's libmpich-dev (mpicc.mpich)")
     gloo = compile_commands(configure(tmp_path / "gloo", "-DHVD_TARGET=x86_64_v4", "-DHVD_TENSOR_OPS=gloo"))
+    # the second finds nanobind elsewhere, as each pip build does (its build environment's random folder)
+    import nanobind
+
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(Path(nanobind.__file__).parent, elsewhere / "nanobind")
     mpi = compile_commands(
         configure(tmp_path / "mpi", "-DHVD_TARGET=x86_64_v3", "-DHVD_TENSOR_OPS=mpi", "-DHVD_CONTROLLERS=mpi",
-                  "-DMPI_C_COMPILER=mpicc.mpich")
+                  "-DMPI_C_COMPILER=mpicc.mpich", PYTHONPATH=str(elsewhere))
     )  # fmt: skip
+    assert "<build>/nanobind/src/nb_type.cpp" in gloo.keys() & mpi.keys(), "nanobind compiles from its copy"
     differ = {f for f in gloo.keys() & mpi.keys() if gloo[f] != mpi[f]}
     assert differ == {"native/src/kernels_cpu.cpp", "native/src/context.cpp", "native/src/gpu_loader.cpp"}
+    assert not any(str(elsewhere) in command for command in mpi.values())
     assert "-march=x86-64-v4" in gloo["native/src/kernels_cpu.cpp"]
     assert not any("-march" in command for f, command in gloo.items() if f != "native/src/kernels_cpu.cpp")
     assert "mpich" in mpi["native/src/mpi_backend.cpp"]

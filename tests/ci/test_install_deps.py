@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -48,3 +49,37 @@ def test_install_deps_passes_shellcheck_and_refuses_an_unknown_option() -> None:
     assert check.returncode == 0, check.stdout
     bad = subprocess.run(["bash", str(CI / "install-deps"), "--tests"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "usage: bash .ci/install-deps [--build-only]" in bad.stderr
+
+
+@pytest.mark.parametrize("failing", ["apt-get", "pip"])
+def test_a_failed_apt_get_or_pip_is_one_line_with_its_code_after_both_have_ended(tmp_path: Path, failing: str) -> None:
+    """apt-get and pip run at once; whichever fails is named with its exit code, and the script
+    leaves nothing behind (its temporary files). apt-get is a stand-in on PATH: the real one would
+    need the network and root; pip is the real one, refusing a project folder that does not exist."""
+    ci = tmp_path / ".ci"
+    ci.mkdir()
+    shutil.copy(CI / "install-deps", ci / "install-deps")
+    (ci / "apt-packages-build.txt").write_text("hvd-selector-no-such-package\n")
+    (ci / "requirements-build.txt").write_text("./no-such-project\n" if failing == "pip" else "pip\n")
+    bin_dir, scratch = tmp_path / "bin", tmp_path / "scratch"
+    bin_dir.mkdir()
+    scratch.mkdir()
+    code = 100 if failing == "apt-get" else 0
+    (bin_dir / "apt-get").write_text(f"#!/bin/sh\nsleep 0.2\nexit {code}\n")
+    (bin_dir / "apt-get").chmod(0o755)
+    if os.getuid() != 0:
+        (bin_dir / "sudo").write_text('#!/bin/sh\nexec "$@"\n')
+        (bin_dir / "sudo").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(scratch)}
+    proc = subprocess.run(
+        ["bash", str(ci / "install-deps"), "--build-only"], capture_output=True, text=True, timeout=120, env=env
+    )
+    last = proc.stderr.strip().splitlines()[-1]
+    if failing == "apt-get":
+        assert proc.returncode == 100, proc.stderr
+        assert last == "install-deps: apt-get failed (exit 100) installing: hvd-selector-no-such-package"
+    else:
+        assert proc.returncode == 1, proc.stderr
+        assert last == "install-deps: pip install failed (exit 1): its output is above"
+        assert "no-such-project" in proc.stderr  # pip's own reason, printed before that line
+    assert list(scratch.iterdir()) == []
