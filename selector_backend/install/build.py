@@ -20,7 +20,7 @@ import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ def build_requires(variant: Variant, host: HostProfile) -> list[str]:
     from selector_backend.engine.catalog import load_catalog
     from selector_backend.engine.project import load_project
 
-    needs = list(load_project().build_requires)
+    needs = without_tools_on_path(load_project().build_requires)
     uses = load_catalog().libraries_of(variant)
     if "mpi" in uses:
         dist = _mpi_wheel(host)
@@ -70,6 +70,45 @@ def build_requires(variant: Variant, host: HostProfile) -> list[str]:
     if cuda in NCCL_WHEEL and "nccl" in uses:
         needs.append(NCCL_WHEEL[cuda])
     return needs
+
+
+#: Build tools that a requirement names and a new enough copy on PATH serves as well, as
+#: scikit-build-core decides for itself: pip would otherwise put a cmake wheel (about 30 MB
+#: unpacked) into every isolated build environment.
+PATH_TOOLS = ("cmake", "ninja")
+
+
+def without_tools_on_path(requirements: Iterable[str]) -> list[str]:
+    """The requirements less those of ``PATH_TOOLS`` that the PATH's own command satisfies (its
+    ``--version``, with the requirement's specifier); a marker-bound requirement is left to pip."""
+    from selector_backend.vendored import import_module
+
+    requirement_of = import_module("packaging.requirements").Requirement
+    kept = []
+    for text in requirements:
+        req = requirement_of(text)
+        if req.name.lower() in PATH_TOOLS and req.marker is None:
+            found = tool_version(req.name.lower())
+            if found is not None and req.specifier.contains(found, prereleases=True):
+                continue
+        kept.append(text)
+    return kept
+
+
+def tool_version(command: str) -> str | None:
+    """The version a build tool on PATH prints for ``--version`` (its first dotted number), or None."""
+    import re
+    import subprocess
+
+    path = shutil.which(command)
+    if path is None:
+        return None
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"\d+(?:\.\d+)+", out)
+    return found.group(0) if found else None
 
 
 def _which_any(*names: str) -> str | None:

@@ -11,7 +11,7 @@ import pytest
 
 from devtools.loopback_http import serve
 from selector_backend.install import backend
-from selector_backend.install.build import BASE_BUILD_REQUIRES
+from selector_backend.install.build import BASE_BUILD_REQUIRES, without_tools_on_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +57,33 @@ def test_metadata_is_static_and_identical_for_every_variant(tmp_path: Path) -> N
 
 def test_forced_variant_asks_for_the_build_toolchain_only() -> None:
     requires = backend.get_requires_for_build_wheel({"variant": "target=x86_64_v3"})
-    assert requires == list(BASE_BUILD_REQUIRES)
+    assert requires == without_tools_on_path(BASE_BUILD_REQUIRES)
+
+
+def fake_tool(bin_dir: Path, name: str, prints: str) -> None:
+    (bin_dir / name).write_text(f"#!/bin/sh\necho '{prints}'\n")
+    (bin_dir / name).chmod(0o755)
+
+
+def test_cmake_and_ninja_on_path_are_not_asked_for_when_new_enough(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As scikit-build-core decides: a PATH cmake or ninja that meets the requirement serves, so pip
+    does not unpack their wheels into the isolated build environment; too old, silent or absent, pip
+    installs them."""
+    wanted = ["scikit-build-core>=0.10", "cmake>=3.24", "ninja>=1.10"]
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert without_tools_on_path(wanted) == wanted  # neither is on PATH
+    fake_tool(tmp_path, "cmake", "cmake version 3.31.6\n\nCMake suite maintained and supported by Kitware")
+    fake_tool(tmp_path, "ninja", "1.11.1")
+    assert without_tools_on_path(wanted) == ["scikit-build-core>=0.10"]
+    fake_tool(tmp_path, "cmake", "cmake version 3.22.1")
+    fake_tool(tmp_path, "ninja", "ninja: unknown option")
+    assert without_tools_on_path(wanted) == wanted
+    fake_tool(tmp_path, "cmake", "cmake version 4.1.0-rc2")
+    assert without_tools_on_path(["cmake>=3.24; python_version > '3'", "cmake>=3.24"]) == [
+        "cmake>=3.24; python_version > '3'"
+    ]  # a marker is pip's to evaluate
 
 
 def test_nccl_source_build_asks_for_the_nccl_wheel_of_its_cuda_line() -> None:
@@ -145,7 +171,7 @@ def test_unreachable_index_falls_back_to_a_source_build(tmp_path: Path, capsys: 
             {"index-url": f"{server.url}/simple", "index-retries": "2", "index-timeout": "2"}
         )
         assert server.count("/simple/hvd-selector/") == 3
-    assert requires == list(BASE_BUILD_REQUIRES)
+    assert requires == without_tools_on_path(BASE_BUILD_REQUIRES)
     assert "falling back to a source build" in capsys.readouterr().err
 
 
@@ -193,7 +219,7 @@ def test_editable_installs_always_build_from_source_even_with_an_index(tmp_path:
     with serve(tmp_path / "site") as server:
         requires = backend.get_requires_for_build_editable({"index-url": f"{server.url}/simple", "mpi": "none"})
         assert server.count("/simple/hvd-selector/") == 0  # the index is not even read
-    assert requires == list(BASE_BUILD_REQUIRES)
+    assert requires == without_tools_on_path(BASE_BUILD_REQUIRES)
     plan = backend.make_plan({"mpi": "none", "target": "x86_64_v3"}, editable=True)
     assert plan.kind == "source" and plan.variant["target"] == "x86_64_v3"
 
