@@ -1,4 +1,4 @@
-"""Running jobs: the launcher (fixed-size and elastic), the rendezvous store, the job environment, the build's facts.
+"""Running jobs: the launcher (fixed-size and elastic), its ssh connections, the rendezvous store, the job's facts.
 
 Pure Python and free of native code, so ``hvd-selector run`` works on a login
 node whose CPU the installed build does not fit; the runtime package
@@ -16,5 +16,6 @@ __all__ = [
     "output",
     "rank_settings",
     "rendezvous",
+    "ssh_connections",
     "supervisor",
 ]

@@ -51,6 +51,7 @@ from selector_backend.jobs.build_facts import BuildFacts, load_facts
 from selector_backend.jobs.hosts import Slot, assign, check_num_proc
 from selector_backend.jobs.limits import GRACE_SECONDS, REPORT_SECONDS
 from selector_backend.jobs.rendezvous import StoreServer
+from selector_backend.jobs.ssh_connections import shared_connections
 from selector_backend.jobs.supervisor import (
     PR_SET_CHILD_SUBREAPER,
     PR_SET_PDEATHSIG,
@@ -268,7 +269,8 @@ def _catch_signals() -> Iterator[list[int]]:
             signal.signal(s, handler)
 
 
-def _ssh_argv(slot: Slot, remote: Remote, env: Mapping[str, str], command: Sequence[str], grace: float) -> list[str]:
+def _ssh(remote: Remote) -> list[str]:
+    """ssh with the launch's options, for a rank's session and for the connection it shares."""
     argv = ["ssh", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=3"]
     if remote.ssh_config:
         argv += ["-F", remote.ssh_config]
@@ -276,6 +278,19 @@ def _ssh_argv(slot: Slot, remote: Remote, env: Mapping[str, str], command: Seque
         argv += ["-p", str(remote.ssh_port)]
     if remote.identity_file:
         argv += ["-i", remote.identity_file]
+    return argv
+
+
+def _ssh_argv(
+    slot: Slot,
+    remote: Remote,
+    env: Mapping[str, str],
+    command: Sequence[str],
+    grace: float,
+    shared: Sequence[str] = (),
+) -> list[str]:
+    """ssh to the rank's host running its supervisor; ``shared``: the options of the connection it shares."""
+    argv = [*_ssh(remote), *shared]
     exports = [f"{k}={v}" for k, v in sorted(env.items()) if k != "HVD_SELECTOR_SECRET"]
     line = f"cd {shlex.quote(os.getcwd())} 2>/dev/null; exec env " + " ".join(shlex.quote(e) for e in exports)
     line += f" {shlex.join(SUPERVISOR_PYTHON)} -c {shlex.quote(SUPERVISOR)} {grace:g} " + shlex.join(command)
@@ -360,8 +375,13 @@ def launch_gloo(
     port = server.address[1]
     terminals = (output.Terminal(sys.stdout.buffer), output.Terminal(sys.stderr.buffer))
     ranks: list[_Rank] = []
-    with _catch_signals() as received:
+    remote_hosts = [slot.host for slot in slots if not slot.local]
+    sessions: dict[str, int] = {}  # the remote ranks started so far on each host
+    with _catch_signals() as received, contextlib.ExitStack() as cleanup:
         try:
+            shared = cleanup.enter_context(
+                shared_connections(_ssh(remote), remote_hosts, _die_with_launcher, lambda: bool(received))
+            )
             for slot in slots:
                 if received:
                     break  # stopped while starting: the watch below stops the ones already running
@@ -382,7 +402,9 @@ def launch_gloo(
                     ranks.append(_start(slot, argv, full_env, secret, terminals, out, files[slot.rank]))
                 else:
                     forwarded = {k: v for k, v in base.items() if k.startswith(FORWARD_PREFIXES)}
-                    argv = _ssh_argv(slot, remote, {**forwarded, **rank_env}, command, grace)
+                    index = sessions[slot.host] = sessions.get(slot.host, -1) + 1
+                    sharing = shared.options(slot.host, index)
+                    argv = _ssh_argv(slot, remote, {**forwarded, **rank_env}, command, grace, sharing)
                     ranks.append(_start(slot, argv, dict(base), secret, terminals, out, files[slot.rank]))
             return _watch(ranks, received, grace, terminals)
         except BaseException:

@@ -111,9 +111,9 @@ StrictModes no
 PrintMotd no
 ClientAliveInterval 1
 ClientAliveCountMax 3
-MaxStartups 100
-MaxSessions 100
 """
+# sshd's own MaxStartups (10:30:100) and MaxSessions (10), as on a cluster's hosts: 16 ranks' ssh
+# started at once on one host used to trip the first (selector_backend.jobs.ssh_connections).
 
 SSH_CONFIG = """\
 Host 10.77.*

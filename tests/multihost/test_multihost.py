@@ -325,6 +325,25 @@ def test_a_failed_remote_rank_ends_the_job_within_two_seconds(
     assert cluster.wait_clean(10) == {}
 
 
+def test_a_host_ssh_cannot_reach_is_one_line_before_any_rank_starts(
+    cluster: Cluster, v3_build: Build, tmp_path: Path
+) -> None:
+    """Each host's shared connection authenticates before a rank starts (ssh_connections): a host
+    nothing answers on ends the launch with ssh's own reason, exit 4, nothing started anywhere."""
+    host = cluster.hosts[1].address
+    argv = launcher_argv(
+        cluster, 2, f"{host}:2", sys.executable, str(WORKER), str(tmp_path), "reduce", extra=("--ssh-port", "2")
+    )
+    proc = run_job(cluster, v3_build, argv, timeout=60)
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"hvd-selector: error: cannot start the ranks: cannot reach host {host} over ssh: "
+        f"ssh: connect to host {host} port 2: Connection refused"
+    ], proc.stderr
+    assert not list(tmp_path.iterdir())
+    assert cluster.wait_clean(10) == {}
+
+
 def test_a_missing_program_on_a_remote_host_is_one_line(cluster: Cluster, v3_build: Build, tmp_path: Path) -> None:
     proc = run_job(cluster, v3_build, launcher_argv(cluster, 2, hosts_arg(cluster, 1), "no-such-program"), timeout=60)
     assert proc.returncode == 127, proc.stderr

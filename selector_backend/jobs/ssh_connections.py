@@ -1,0 +1,125 @@
+"""One authenticated ssh connection per few ranks of a host, their sessions multiplexed over it.
+
+Why: sshd's default ``MaxStartups 10:30:100`` drops new connections at random once
+ten are still unauthenticated, so starting 16 ranks' ssh at once on one host
+failed ("kex_exchange_identification: Connection reset by peer", exit 255), and
+each connection cost a key exchange. The launcher opens a master connection
+(``ssh -M -N``, OpenSSH's connection sharing) per group of at most
+``SESSIONS_PER_CONNECTION`` ranks of a host, below sshd's default ``MaxSessions
+10``, waits until each has authenticated, and starts each rank's ssh as a
+session over its group's connection (``-o ControlPath=...``). A host that cannot
+be reached stops the launch with one line before any rank starts. The control
+sockets live in a private folder (0700) that is removed with the connections.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SESSIONS_PER_CONNECTION = 8  # sshd's default MaxSessions is 10 per connection
+READY_SECONDS = 60.0  # for a connection to authenticate (sshd's own LoginGraceTime is 120 s)
+POLL_SECONDS = 0.02
+
+
+@dataclass
+class _Connection:
+    host: str
+    socket: Path
+    proc: subprocess.Popen[bytes]
+    log: Path  # what ssh says (why it cannot connect)
+
+
+class SharedConnections:
+    """The master connections of one launch: ``options(host, index)`` for a rank's ssh; ``close()`` ends them."""
+
+    def __init__(self, ssh: Sequence[str], preexec: Callable[[], None] | None = None) -> None:
+        self._ssh = list(ssh)  # ssh and the launch's options, without the host
+        self._preexec = preexec
+        self._folder: Path | None = None  # made by open()
+        self._connections: dict[tuple[str, int], _Connection] = {}
+
+    def open(self, hosts: Sequence[str], stop: Callable[[], bool]) -> None:
+        """One connection per SESSIONS_PER_CONNECTION entries of ``hosts`` (one entry per remote rank, in
+        rank order), all started at once; returns once every one has authenticated, or ``stop()``."""
+        self._folder = Path(tempfile.mkdtemp(prefix="hvd-ssh-"))  # 0700; short: a socket path has 108 bytes
+        seen: dict[str, int] = {}
+        for host in hosts:
+            group = seen.get(host, 0) // SESSIONS_PER_CONNECTION
+            seen[host] = seen.get(host, 0) + 1
+            if (host, group) not in self._connections:
+                self._connections[(host, group)] = self._start(self._folder, host, len(self._connections))
+        deadline = time.monotonic() + READY_SECONDS
+        waiting = list(self._connections.values())
+        while waiting and not stop():
+            for c in list(waiting):
+                if c.socket.exists():
+                    waiting.remove(c)
+                elif c.proc.poll() is not None:
+                    raise ConnectionError(f"cannot reach host {c.host} over ssh: {self._last_words(c)}")
+            if waiting and time.monotonic() > deadline:
+                raise ConnectionError(
+                    f"cannot reach host {waiting[0].host} over ssh: no connection within {READY_SECONDS:g} s"
+                )
+            time.sleep(POLL_SECONDS)
+
+    def options(self, host: str, index: int) -> list[str]:
+        """ssh options for the ``index``-th remote rank on ``host`` (counted as ``open`` counted them)."""
+        c = self._connections[(host, index // SESSIONS_PER_CONNECTION)]
+        return ["-o", f"ControlPath={c.socket}", "-o", "ControlMaster=no"]
+
+    def close(self) -> None:
+        """End every connection (their sessions with them) and remove the sockets' folder."""
+        for c in self._connections.values():
+            if c.proc.poll() is None:
+                c.proc.send_signal(signal.SIGTERM)
+        for c in self._connections.values():
+            try:
+                c.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                c.proc.kill()
+                c.proc.wait()
+        self._connections.clear()
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+
+    def _start(self, folder: Path, host: str, number: int) -> _Connection:
+        socket_path, log = folder / str(number), folder / f"{number}.log"
+        argv = [*self._ssh, "-M", "-N", "-o", f"ControlPath={socket_path}", "-o", "ControlPersist=no", "--", host]
+        with log.open("wb") as stderr:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,  # the launcher passes signals on itself
+                preexec_fn=self._preexec,
+            )
+        return _Connection(host, socket_path, proc, log)
+
+    @staticmethod
+    def _last_words(c: _Connection) -> str:
+        lines = [line.strip() for line in c.log.read_text(errors="replace").splitlines() if line.strip()]
+        return lines[-1] if lines else f"ssh exited with code {c.proc.returncode}"
+
+
+@contextlib.contextmanager
+def shared_connections(
+    ssh: Sequence[str], hosts: Sequence[str], preexec: Callable[[], None] | None, stop: Callable[[], bool]
+) -> Iterator[SharedConnections]:
+    """``SharedConnections`` opened for ``hosts`` (until ``stop()`` says a signal came) and closed on the
+    way out, however the launch ended."""
+    connections = SharedConnections(ssh, preexec)
+    try:
+        if hosts:
+            connections.open(hosts, stop)
+        yield connections
+    finally:
+        connections.close()
