@@ -377,6 +377,7 @@ def launch_gloo(
     ranks: list[_Rank] = []
     remote_hosts = [slot.host for slot in slots if not slot.local]
     sessions: dict[str, int] = {}  # the remote ranks started so far on each host
+    # the shared connections close last, after _stop_now: the ranks' sessions run over them
     with _catch_signals() as received, contextlib.ExitStack() as cleanup:
         try:
             shared = cleanup.enter_context(
@@ -402,7 +403,8 @@ def launch_gloo(
                     ranks.append(_start(slot, argv, full_env, secret, terminals, out, files[slot.rank]))
                 else:
                     forwarded = {k: v for k, v in base.items() if k.startswith(FORWARD_PREFIXES)}
-                    index = sessions[slot.host] = sessions.get(slot.host, -1) + 1
+                    index = sessions.get(slot.host, 0)
+                    sessions[slot.host] = index + 1
                     sharing = shared.options(slot.host, index)
                     argv = _ssh_argv(slot, remote, {**forwarded, **rank_env}, command, grace, sharing)
                     ranks.append(_start(slot, argv, dict(base), secret, terminals, out, files[slot.rank]))
