@@ -30,11 +30,19 @@ class Terminal:
         self.lock = threading.Lock()
         self.owner: object | None = None  # the rank whose line is unfinished, if any
         self.at_start = False  # the owner's last piece ended with \r: its next text starts the line again
+        # the rank whose unfinished line this terminal ended for another rank's output: the \n it sends
+        # next is already written (an unbuffered print sends "text" and "\n" as two writes)
+        self.cut: object | None = None
         self.broken = False  # the reader went away (a closed pipe): output is dropped, ranks keep running
 
     def write(self, who: object, label: bytes, data: bytes) -> None:
         """``data`` from rank ``who``, each line prefixed with ``label`` (whole, while other ranks wait)."""
         with self.lock:
+            if self.cut is not None and self.cut == who:
+                self.cut = None
+                data = data[1:] if data.startswith(b"\n") else data
+                if not data:
+                    return
             if not label and (self.owner is None or self.owner == who):  # nothing to add: passed on as it came
                 self._emit(data)
                 if data.endswith(b"\n"):
@@ -49,7 +57,7 @@ class Terminal:
                     continue
                 if self.owner is not None and self.owner != who:
                     out.append(b"\n")  # another rank's unfinished line ends before this rank's output
-                    self.owner = None
+                    self.owner, self.cut = None, self.owner
                 if text:
                     if self.owner is None or self.at_start:
                         out.append(label)
@@ -76,7 +84,7 @@ class Terminal:
         """End an unfinished line, so the launcher's own message starts on a line of its own."""
         with self.lock:
             if self.owner is not None:
-                self.owner = None
+                self.owner, self.cut = None, self.owner
                 self._emit(b"\n")
 
 
