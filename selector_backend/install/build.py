@@ -98,17 +98,20 @@ def without_tools_on_path(requirements: Iterable[str]) -> list[str]:
 def tool_version(command: str) -> str | None:
     """The version a build tool on PATH prints for ``--version`` (its first dotted number), or None."""
     import re
-    import subprocess
 
     path = shutil.which(command)
-    if path is None:
-        return None
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    found = re.search(r"\d+(?:\.\d+)+", out)
+    found = re.search(r"\d+(?:\.\d+)+", version_output(path)) if path else None
     return found.group(0) if found else None
+
+
+def version_output(program: str) -> str:
+    """What ``program --version`` prints on stdout; empty when it does not answer."""
+    import subprocess
+
+    try:
+        return subprocess.run([program, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
 def _which_any(*names: str) -> str | None:
@@ -129,13 +132,8 @@ def openssl_headers_found(environ: Mapping[str, str]) -> bool:
 def nvcc_release(nvcc: str) -> str | None:
     """``major.minor`` of an nvcc (``nvcc --version``), or None when it does not answer."""
     import re
-    import subprocess
 
-    try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    release = re.search(r"release (\d+)\.(\d+)", out)
+    release = re.search(r"release (\d+)\.(\d+)", version_output(nvcc))
     return f"{release.group(1)}.{release.group(2)}" if release else None
 
 

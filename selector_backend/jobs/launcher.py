@@ -375,13 +375,13 @@ def launch_gloo(
     port = server.address[1]
     terminals = (output.Terminal(sys.stdout.buffer), output.Terminal(sys.stderr.buffer))
     ranks: list[_Rank] = []
-    remote_hosts = [slot.host for slot in slots if not slot.local]
-    sessions: dict[str, int] = {}  # the remote ranks started so far on each host
     # the shared connections close last, after _stop_now: the ranks' sessions run over them
     with _catch_signals() as received, contextlib.ExitStack() as cleanup:
         try:
             shared = cleanup.enter_context(
-                shared_connections(_ssh(remote), remote_hosts, _die_with_launcher, lambda: bool(received))
+                shared_connections(
+                    _ssh(remote), [s for s in slots if not s.local], _die_with_launcher, lambda: bool(received)
+                )
             )
             for slot in slots:
                 if received:
@@ -403,9 +403,7 @@ def launch_gloo(
                     ranks.append(_start(slot, argv, full_env, secret, terminals, out, files[slot.rank]))
                 else:
                     forwarded = {k: v for k, v in base.items() if k.startswith(FORWARD_PREFIXES)}
-                    index = sessions.get(slot.host, 0)
-                    sessions[slot.host] = index + 1
-                    sharing = shared.options(slot.host, index)
+                    sharing = shared.options(slot.rank)
                     argv = _ssh_argv(slot, remote, {**forwarded, **rank_env}, command, grace, sharing)
                     ranks.append(_start(slot, argv, dict(base), secret, terminals, out, files[slot.rank]))
             return _watch(ranks, received, grace, terminals)

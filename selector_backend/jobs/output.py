@@ -38,9 +38,9 @@ class Terminal:
     def write(self, who: object, label: bytes, data: bytes) -> None:
         """``data`` from rank ``who``, each line prefixed with ``label`` (whole, while other ranks wait)."""
         with self.lock:
-            if self.cut is not None and self.cut == who:
+            if self.cut == who:
                 self.cut = None
-                data = data[1:] if data.startswith(b"\n") else data
+                data = data.removeprefix(b"\n")
                 if not data:
                     return
             if not label and (self.owner is None or self.owner == who):  # nothing to add: passed on as it came

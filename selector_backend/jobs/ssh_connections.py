@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from selector_backend.jobs.hosts import Slot
+
 SESSIONS_PER_CONNECTION = 8  # sshd's default MaxSessions is 10 per connection
 READY_SECONDS = 60.0  # for a connection to authenticate (sshd's own LoginGraceTime is 120 s)
 POLL_SECONDS = 0.02
@@ -38,24 +40,27 @@ class _Connection:
 
 
 class SharedConnections:
-    """The master connections of one launch: ``options(host, index)`` for a rank's ssh; ``close()`` ends them."""
+    """The master connections of one launch: ``options(rank)`` for a rank's ssh; ``close()`` ends them."""
 
     def __init__(self, ssh: Sequence[str], preexec: Callable[[], None] | None = None) -> None:
         self._ssh = list(ssh)  # ssh and the launch's options, without the host
         self._preexec = preexec
         self._folder: Path | None = None  # made by open()
-        self._connections: dict[tuple[str, int], _Connection] = {}
+        self._connections: dict[tuple[str, int], _Connection] = {}  # by host and group
+        self._of_rank: dict[int, _Connection] = {}
 
-    def open(self, hosts: Sequence[str], stop: Callable[[], bool]) -> None:
-        """One connection per SESSIONS_PER_CONNECTION entries of ``hosts`` (one entry per remote rank, in
-        rank order), all started at once; returns once every one has authenticated, or ``stop()``."""
+    def open(self, remote: Sequence[Slot], stop: Callable[[], bool]) -> None:
+        """One connection per SESSIONS_PER_CONNECTION of the ``remote`` slots on a host (in rank order), all
+        started at once; returns once every one has authenticated, or ``stop()``."""
         self._folder = Path(tempfile.mkdtemp(prefix="hvd-ssh-"))  # 0700; short: a socket path has 108 bytes
-        seen: dict[str, int] = {}
-        for host in hosts:
-            group = seen.get(host, 0) // SESSIONS_PER_CONNECTION
-            seen[host] = seen.get(host, 0) + 1
-            if (host, group) not in self._connections:
-                self._connections[(host, group)] = self._start(self._folder, host, len(self._connections))
+        seen: dict[str, int] = {}  # the slots given so far on each host
+        for slot in remote:
+            group = seen.get(slot.host, 0) // SESSIONS_PER_CONNECTION
+            seen[slot.host] = seen.get(slot.host, 0) + 1
+            if (slot.host, group) not in self._connections:
+                number = len(self._connections)
+                self._connections[(slot.host, group)] = self._start(self._folder, slot.host, number)
+            self._of_rank[slot.rank] = self._connections[(slot.host, group)]
         deadline = time.monotonic() + READY_SECONDS
         waiting = list(self._connections.values())
         while waiting and not stop():
@@ -70,10 +75,9 @@ class SharedConnections:
                 )
             time.sleep(POLL_SECONDS)
 
-    def options(self, host: str, index: int) -> list[str]:
-        """ssh options for the ``index``-th remote rank on ``host`` (counted as ``open`` counted them)."""
-        c = self._connections[(host, index // SESSIONS_PER_CONNECTION)]
-        return ["-o", f"ControlPath={c.socket}", "-o", "ControlMaster=no"]
+    def options(self, rank: int) -> list[str]:
+        """ssh options for a remote rank's session over its group's connection."""
+        return ["-o", f"ControlPath={self._of_rank[rank].socket}", "-o", "ControlMaster=no"]
 
     def close(self) -> None:
         """End every connection (their sessions with them) and remove the sockets' folder."""
@@ -87,6 +91,7 @@ class SharedConnections:
                 c.proc.kill()
                 c.proc.wait()
         self._connections.clear()
+        self._of_rank.clear()
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
 
@@ -112,14 +117,14 @@ class SharedConnections:
 
 @contextlib.contextmanager
 def shared_connections(
-    ssh: Sequence[str], hosts: Sequence[str], preexec: Callable[[], None] | None, stop: Callable[[], bool]
+    ssh: Sequence[str], remote: Sequence[Slot], preexec: Callable[[], None] | None, stop: Callable[[], bool]
 ) -> Iterator[SharedConnections]:
-    """``SharedConnections`` opened for ``hosts`` (until ``stop()`` says a signal came) and closed on the
-    way out, however the launch ended."""
+    """``SharedConnections`` opened for the ``remote`` slots (until ``stop()`` says a signal came) and closed
+    on the way out, however the launch ended."""
     connections = SharedConnections(ssh, preexec)
     try:
-        if hosts:
-            connections.open(hosts, stop)
+        if remote:
+            connections.open(remote, stop)
         yield connections
     finally:
         connections.close()
