@@ -27,6 +27,7 @@ to benchmarks/results/scale.json (``--out`` to change). Not a test.
     python -m benchmarks.bench_scale [--ranks 2,4,8,16,32,64]
         [--sizes 4K,256K,4M,64M] [--modes tcp,shm,hosts,hosts-tcp] [--hosts 4]
         [--collectives allreduce,allgather,broadcast] [--iters 20] [--mpich]
+        [--fresh-inputs]
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.bench_allreduce import REPO, RESULTS, _builder, _mpich_venv
@@ -78,7 +80,23 @@ def _measure(calls: dict[str, object], sizes: list[int], iters: int, barrier, sl
     return rows
 
 
-def hvd_worker(out: Path, sizes: list[int], collectives: list[str], iters: int, namespaces: bool) -> None:
+def _fresh_inputs(calls: dict[str, Callable[[int], None]], bufs: dict) -> dict[str, Callable[[int], None]]:
+    """Each call after writing its input buffer, as a training step's new gradients are: an input
+    that never changes stays in every reader's cache, which flatters a library whose ranks read
+    the peer's buffer itself (Open MPI's single-copy reads) over one that copies through a
+    segment the writer rewrites every call (hvd-selector's slots). Both libraries pay the write."""
+
+    def fresh(call: Callable[[int], None]) -> Callable[[int], None]:
+        def with_new_input(n: int) -> None:
+            bufs[n].fill(1.0)
+            call(n)
+
+        return with_new_input
+
+    return {name: fresh(call) for name, call in calls.items()}
+
+
+def hvd_worker(out: Path, sizes: list[int], collectives: list[str], iters: int, namespaces: bool, fresh: bool) -> None:
     import numpy as np
 
     if namespaces:  # namespace hosts share one kernel: tell shared memory where the hosts end
@@ -113,6 +131,7 @@ def hvd_worker(out: Path, sizes: list[int], collectives: list[str], iters: int, 
         _core.broadcast(bufs[n], 0)
 
     calls = {c: {"allreduce": allreduce, "allgather": allgather, "broadcast": broadcast}[c] for c in collectives}
+    calls = _fresh_inputs(calls, bufs) if fresh else calls
     rows = _measure(calls, sizes, iters, hvd.barrier, slowest)
     init_max = slowest(init_s)
     if hvd.rank() == 0:
@@ -122,7 +141,7 @@ def hvd_worker(out: Path, sizes: list[int], collectives: list[str], iters: int, 
     hvd.shutdown()
 
 
-def mpi_worker(out: Path, sizes: list[int], collectives: list[str], iters: int) -> None:
+def mpi_worker(out: Path, sizes: list[int], collectives: list[str], iters: int, fresh: bool) -> None:
     import numpy as np
     from mpi4py import MPI
 
@@ -142,6 +161,7 @@ def mpi_worker(out: Path, sizes: list[int], collectives: list[str], iters: int) 
         comm.Bcast(bufs[n], root=0)
 
     calls = {c: {"allreduce": allreduce, "allgather": allgather, "broadcast": broadcast}[c] for c in collectives}
+    calls = _fresh_inputs(calls, bufs) if fresh else calls
     rows = _measure(calls, sizes, iters, comm.Barrier, lambda x: float(comm.allreduce(x, op=MPI.MAX)))
     if comm.rank == 0:
         out.write_text(json.dumps({"library": MPI.Get_library_version().splitlines()[0][:60], "rows": rows}))
@@ -153,6 +173,7 @@ def _job(kind: str, mode: str, ranks: int, args: argparse.Namespace, build, clus
     out.unlink(missing_ok=True)
     tail = ["--worker", kind, "--out", str(out), "--sizes", ",".join(map(str, args.size_list))]
     tail += ["--collectives", ",".join(args.collective_list), "--iters", str(args.iters)]
+    tail += ["--fresh-inputs"] if args.fresh_inputs else []
     script = str(Path(__file__))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     slots = ",".join(f"{h.address}:{-(-ranks // args.hosts)}" for h in cluster.hosts[1:]) if cluster else ""
@@ -319,6 +340,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker")
     parser.add_argument("--namespace-hosts", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--plot", action="store_true", help="also write <out>.png (matplotlib)")
+    parser.add_argument(
+        "--fresh-inputs",
+        action="store_true",
+        help="write every input buffer before each call, in both libraries (as new gradients each step)",
+    )
     args = parser.parse_args(argv)
     args.size_list = [parse_size(s) for s in args.sizes.split(",")]
     args.collective_list = [c for c in args.collectives.split(",") if c]
@@ -327,9 +353,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown collective(s) {', '.join(sorted(unknown))}; choose from {', '.join(COLLECTIVES)}")
     if args.worker:
         if args.worker == "hvd":
-            hvd_worker(args.out, args.size_list, args.collective_list, args.iters, args.namespace_hosts)
+            hvd_worker(
+                args.out, args.size_list, args.collective_list, args.iters, args.namespace_hosts, args.fresh_inputs
+            )
         else:
-            mpi_worker(args.out, args.size_list, args.collective_list, args.iters)
+            mpi_worker(args.out, args.size_list, args.collective_list, args.iters, args.fresh_inputs)
         return 0
     args.rank_list = [int(r) for r in args.ranks.split(",")]
     args.mode_list = [m for m in args.modes.split(",") if m]

@@ -14,7 +14,7 @@ each round; each point is the median over ``--rounds``, with every column's
 ratio to the first column. Not a test.
 
     python -m benchmarks.bench_shm_pieces [--ranks 2,4,8] [--sizes 64K,128K,256K,512K,1M]
-        [--rounds 3] [--iters 50] [--slot BYTES] [--vs-openmpi [--before STAGE]]
+        [--rounds 3] [--iters 50] [--slot BYTES] [--vs-openmpi [--before STAGE]] [--fresh-inputs]
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slot", default="", help="HVD_SELECTOR_SHM_SLOT for every hvd-selector job")
     parser.add_argument("--vs-openmpi", action="store_true", help="Open MPI, --before and this build")
     parser.add_argument("--before", type=Path, help="with --vs-openmpi: another build's stage directory")
+    parser.add_argument("--fresh-inputs", action="store_true", help="as bench_scale's: inputs written before each call")
     args = parser.parse_args(argv)
     job = argparse.Namespace(
         size_list=[bench_scale.parse_size(s) for s in args.sizes.split(",")],
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         iters=args.iters,
         hosts=1,
         job_timeout=900,
+        fresh_inputs=args.fresh_inputs,
     )
     columns = contenders(args)
     ranks_list = [int(r) for r in args.ranks.split(",")]

@@ -49,16 +49,19 @@ constexpr size_t kBlock = size_t{16} << 10;  // bytes reduced then copied out at
 constexpr size_t kDirectPieces = 4;          // the rule's crossover, in full slots of buffer (see Route)
 constexpr size_t kDirectPartPieces = 2;      // the same for an allgather's largest part
 constexpr size_t kDirectCache = size_t{256} << 10;     // the peers' blocks a direct allreduce reduces at once
+constexpr size_t kChunk = size_t{32} << 10;            // a slot is filled and announced this much at a time
 constexpr int kSpin = 64;                              // pause instructions before polling with sched_yield
 constexpr std::chrono::milliseconds kYield{2};         // polling with sched_yield before sleeping on a futex
 constexpr std::chrono::microseconds kPinnedSpin{200};  // spinning first when bound to one CPU
 
 // One cache line per local rank: its phase counter, sleepers on it, its pid,
-// and where its input and output of the current direct collective are.
+// how much of its slot the current exchange has filled, and where its input
+// and output of the current direct collective are.
 struct alignas(kLine) RankLine {
   std::atomic<uint32_t> phase;
   std::atomic<int32_t> waiters;
   int32_t pid;
+  std::atomic<uint64_t> filled;  // (exchange << 32) | bytes written into the slot so far
   uint64_t in;
   uint64_t out;
 };
@@ -534,7 +537,9 @@ class ShmBackend : public Backend {
   // rank waits until every local counter reached the phase it needs.
   // Exchanges alternate between each rank's two buffers: a rank may fill
   // buffer b for exchange e once every rank arrived in exchange e-1, since
-  // each rank's reads of exchange e-2 (buffer b) precede that arrival.
+  // each rank's reads of exchange e-2 (buffer b) precede that arrival. So
+  // every exchange that fills a slot starts with wait_all(), and a rank
+  // arrives in an exchange only after its reads of the one before.
   void arrive() {
     ++phase_;
     RankLine& me = lines_[local_index_];
@@ -553,18 +558,72 @@ class ShmBackend : public Backend {
       if (j != local_index_) wait_for(j, phase_);
   }
 
+  bool phase_reached(int j, uint32_t target) const {
+    return static_cast<int32_t>(lines_[j].phase.load(std::memory_order_acquire) - target) >= 0;
+  }
+
+  void wait_for(int j, uint32_t target) {
+    wait_until(j, [&] { return phase_reached(j, target); });
+  }
+
+  // --------------------------------------------------- filling the slots
+  // A slot is filled kChunk bytes at a time, and after each chunk its
+  // writer announces how far it got (RankLine::filled, tagged with the
+  // exchange), so a reader copies the first chunks out while the writer
+  // still copies the next ones in: the two copies of every byte overlap
+  // instead of following each other (on the 2-core VMs a copy between
+  // cores ran at a third of one within a core, so the wait was most of a
+  // 256 KiB broadcast; docs/reference/performance.md).
+  static uint64_t progress(uint64_t exchange, size_t bytes) { return (exchange << 32) | bytes; }
+
+  void fill_slot(const unsigned char* src, size_t bytes) {
+    unsigned char* to = slot(local_index_);
+    std::atomic<uint64_t>& filled = lines_[local_index_].filled;
+    for (size_t at = 0; at < bytes; at += kChunk) {
+      const size_t n = std::min(kChunk, bytes - at);
+      kernels::copy(to + at, src + at, n);
+      filled.store(progress(exchange_, at + n), std::memory_order_release);
+    }
+  }
+
+  // Copies `bytes` of local rank j's slot out, each chunk once j announced
+  // it, or once j arrived in this exchange: a rank that disagrees about the
+  // call (the agreement round) may fill less than its peers expect, and its
+  // descriptor at the front is what they read then.
+  void drain_slot(int j, unsigned char* dst, size_t bytes) {
+    bool arrived = false;
+    for (size_t at = 0; at < bytes; at += kChunk) {
+      const size_t n = std::min(kChunk, bytes - at);
+      auto ready = [&] {
+        if (announced(j, at + n)) return true;
+        arrived = phase_reached(j, phase_);
+        return arrived;
+      };
+      if (!arrived) wait_until(j, ready);
+      kernels::copy(dst + at, slot(j) + at, n);
+    }
+  }
+
+  // Whether local rank j filled `bytes` of its slot in this exchange (or
+  // is already in the next one: exchanges are counted modulo 2^32).
+  bool announced(int j, size_t bytes) const {
+    const uint64_t f = lines_[j].filled.load(std::memory_order_acquire);
+    const auto ahead =
+        static_cast<int32_t>(static_cast<uint32_t>(f >> 32) - static_cast<uint32_t>(exchange_));
+    return ahead > 0 || (ahead == 0 && (f & 0xffffffffu) >= bytes);
+  }
+
   // Spin briefly (a running peer answers within a microsecond), then poll
   // with sched_yield: when ranks share a core (more ranks, or other jobs,
   // than cores) the peer runs at once instead of after our time slice, and
   // on an idle core it costs one system call per poll. After kYield, sleep
   // on the peer's futex in bounded steps that check the abort flag, the
-  // peer's pid and the job timeout.
-  void wait_for(int j, uint32_t target) {
+  // peer's pid and the job timeout (a peer that fills its slot arrives
+  // when it is done, which wakes a reader asleep on a chunk).
+  template <typename Reached>
+  void wait_until(int j, Reached reached) {
     if (!broken_.empty()) throw Error(HVD_ERR_PEER, "shm: the job failed earlier (" + broken_ + ")");
     RankLine& line = lines_[j];
-    auto reached = [&] {
-      return static_cast<int32_t>(line.phase.load(std::memory_order_acquire) - target) >= 0;
-    };
     for (int spin = 0; spin < kSpin; ++spin) {
       if (reached()) return;
       cpu_relax();
@@ -594,7 +653,7 @@ class ShmBackend : public Backend {
              "shm: a peer (rank " + std::to_string(groups_[group_of_[rank()]][j]) +
                  ") did not respond in time; raise HVD_SELECTOR_TIMEOUT if ranks are just slow");
       uint32_t seen = line.phase.load(std::memory_order_acquire);
-      if (static_cast<int32_t>(seen - target) >= 0) return;
+      if (reached()) return;
       line.waiters.fetch_add(1, std::memory_order_seq_cst);
       timespec ts{0, 10 * 1000 * 1000};
       futex(&line.phase, FUTEX_WAIT, seen, &ts);
@@ -603,8 +662,9 @@ class ShmBackend : public Backend {
   }
 
   // -------------------------------------------------------------- ops
-  // One exchange per slot-sized piece: everyone writes its piece, arrives,
-  // waits for all, copies the others' pieces out.
+  // One exchange per slot-sized piece: once everyone is done with the
+  // exchange before, everyone fills its slot with its piece, arrives, and
+  // copies the others' pieces out as they are filled.
   void local_allgatherv(const void* in, void* out, const std::vector<size_t>& bytes) {
     size_t most = *std::max_element(bytes.begin(), bytes.end());
     std::vector<size_t> offset(local_size_ + 1, 0);
@@ -631,12 +691,14 @@ class ShmBackend : public Backend {
     }
     for (size_t done = 0; done < most || done == 0; done += slot_bytes_) {
       size_t mine = bytes[local_index_] > done ? std::min(slot_bytes_, bytes[local_index_] - done) : 0;
-      if (mine) kernels::copy(slot(local_index_), src + done, mine);
-      arrive();
       wait_all();
-      for (int i = 0; i < local_size_; ++i) {
+      fill_slot(src + done, mine);
+      arrive();
+      // from the next rank on, so the readers spread over the writers
+      for (int k = 1; k < local_size_; ++k) {
+        const int i = (local_index_ + k) % local_size_;
         size_t n = bytes[i] > done ? std::min(slot_bytes_, bytes[i] - done) : 0;
-        if (n && i != local_index_) kernels::copy(dst + offset[i] + done, slot(i), n);
+        if (n) drain_slot(i, dst + offset[i] + done, n);
       }
       ++exchange_;
       if (most == 0) break;
@@ -662,10 +724,14 @@ class ShmBackend : public Backend {
     }
     for (size_t done = 0; done < bytes; done += slot_bytes_) {
       size_t n = std::min(slot_bytes_, bytes - done);
-      if (local_index_ == root) kernels::copy(slot(root), p + done, n);
-      arrive();
-      wait_all();
-      if (local_index_ != root) kernels::copy(p + done, slot(root), n);
+      if (local_index_ == root) {
+        wait_all();
+        fill_slot(p + done, n);
+        arrive();
+      } else {
+        arrive();
+        drain_slot(root, p + done, n);
+      }
       ++exchange_;
     }
   }
@@ -697,6 +763,7 @@ class ShmBackend : public Backend {
       unsigned char* to = dst + first * esize;
       const size_t begin = share_begin(n, esize, me), end = share_begin(n, esize, me + 1);
       unsigned char* mine = slot(me);
+      wait_all();                        // the exchange before may have left a reader in this slot
       kernels::copy(mine, from, begin);  // the shares before mine, then those after
       kernels::copy(mine + end, from + end, n * esize - end);
       arrive();

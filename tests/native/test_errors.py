@@ -44,6 +44,7 @@ MISMATCH = {
     "kind": "rank 0 called allreduce float64[4] op=Average but rank 1 called broadcast float64[4] root=0",
     "gather_dims": "allgather float64[*,3] but rank 1 called allgather float64[*,4]",
     "big_shape": "float32[65536] op=Average but rank 1 called allreduce float32[65537]",
+    "chunk_shape": "float32[4096] op=Average but rank 1 called allreduce float32[12288]",
 }
 
 

@@ -42,6 +42,8 @@ elif scenario == "kind":
     record(lambda: hvd.allreduce(np.ones(4)) if rank == 0 else hvd.broadcast(np.ones(4), 0))
 elif scenario == "gather_dims":
     record(lambda: hvd.allgather(np.ones((2, 3 + rank))))
+elif scenario == "chunk_shape":  # on shared memory rank 1 expects two chunks of a slot rank 0 fills one of
+    record(lambda: hvd.allreduce(np.ones(4096 * (1 + 2 * min(rank, 1)), np.float32)))
 elif scenario == "big_shape":  # large payload path (not the small one-round path)
     record(lambda: hvd.allreduce(np.ones((1 << 16) + rank, np.float32)))
 elif scenario == "noncontiguous":
