@@ -29,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -42,7 +42,9 @@ from selector_backend.jobs.launcher import (
     Output,
     Remote,
     _catch_signals,
+    _die_with_launcher,
     _Rank,
+    _ssh,
     _ssh_argv,
     _start,
     check_program,
@@ -51,6 +53,7 @@ from selector_backend.jobs.launcher import (
 )
 from selector_backend.jobs.limits import GRACE_SECONDS
 from selector_backend.jobs.rendezvous import StoreClient, StoreServer
+from selector_backend.jobs.ssh_connections import SharedConnections
 
 DISCOVERY_INTERVAL = 1.0  # Horovod's: seconds between two runs of the discovery script
 DISCOVERY_TIMEOUT = 30.0  # one run of the script
@@ -113,6 +116,8 @@ class _Job:
     generation: int = 0
     store: StoreServer | None = None
     serial: int = 0
+    connections: SharedConnections | None = None  # the workers' ssh sessions share these (ssh_connections)
+    stopping: Callable[[], bool] = lambda: False  # a signal came: stop waiting for a connection
 
     def say(self, line: str) -> None:
         self.terminals[1].finish()
@@ -121,11 +126,24 @@ class _Job:
     def used(self, host: str) -> int:
         return sum(1 for w in self.workers.values() if w.host == host)
 
-    def start(self, host: str) -> None:
-        """Start one worker on ``host`` for the next generation (it waits for its assignment)."""
+    def start(self, host: str) -> bool:
+        """Start one worker on ``host`` for the next generation (it waits for its assignment); False (and
+        the host blacklisted) when ssh cannot reach it."""
+        local = host in hosts.LOCAL_HOSTS
+        connection = None
+        if not local:
+            if self.connections is None:
+                self.connections = SharedConnections(_ssh(self.remote), _die_with_launcher)
+            try:
+                connection = self.connections.with_room(host, self.stopping)
+            except ConnectionError as exc:
+                self.say(f"{exc}; blacklisting it")
+                self.blacklist.add(host)
+                return False
+            if self.stopping():
+                return False
         self.serial += 1
         name = f"w{self.serial}"
-        local = host in hosts.LOCAL_HOSTS
         slot = hosts.Slot(len(self.workers), host, self.used(host), self.used(host) + 1)
         worker_env = {
             protocol.ELASTIC_ENV: self.control_address,
@@ -141,10 +159,14 @@ class _Job:
             argv = [f"{self.grace:g}", *self.command]
             proc = _start(slot, argv, {**self.base, **worker_env}, self.control_secret, self.terminals, self.out, files)
         else:
+            assert connection is not None
             forwarded = {k: v for k, v in self.base.items() if k.startswith(FORWARD_PREFIXES)}
-            argv = _ssh_argv(slot, self.remote, {**forwarded, **worker_env}, self.command, self.grace)
+            env = {**forwarded, **worker_env}
+            argv = _ssh_argv(slot, self.remote, env, self.command, self.grace, connection.options)
             proc = _start(slot, argv, dict(self.base), self.control_secret, self.terminals, self.out, files)
+            connection.sessions.append(proc.proc)
         self.workers[name] = _Worker(name, host, proc)
+        return True
 
     def form(self, control: StoreClient) -> None:
         """A new generation of the running workers: new store, new secret, ranks published."""
@@ -181,7 +203,8 @@ class _Job:
         started = False
         for host, slots in offered:
             while host not in self.blacklist and self.used(host) < slots and len(self.workers) < limit:
-                self.start(host)
+                if not self.start(host):
+                    break
                 started = True
         return started
 
@@ -221,12 +244,15 @@ def launch_elastic(
     control = StoreClient(advertised, server.address[1], control_secret, timeout)
     try:
         with _catch_signals() as received:
+            job.stopping = lambda: bool(received)
             try:
                 job.fill(offered, num_proc)
                 return _drive(job, control, received)
             finally:
                 _stop_all(job)
     finally:
+        if job.connections is not None:  # after _stop_all: the workers' sessions run over them
+            job.connections.close()
         control.close()
         if job.store is not None:
             job.store.stop()

@@ -8,7 +8,10 @@ each connection cost a key exchange. The launcher opens a master connection
 ``SESSIONS_PER_CONNECTION`` ranks of a host, below sshd's default ``MaxSessions
 10``, waits until each has authenticated, and starts each rank's ssh as a
 session over its group's connection (``-o ControlPath=...``). A host that cannot
-be reached stops the launch with one line before any rank starts. The control
+be reached stops the launch with one line before any rank starts. The elastic
+launcher, whose workers come and go, asks for a connection with room as it
+starts each worker (``with_room``): one is opened, and waited for, when every
+connection to that host already carries that many running sessions. The control
 sockets live in a private folder (0700) that is removed with the connections.
 """
 
@@ -21,7 +24,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from selector_backend.jobs.hosts import Slot
@@ -32,11 +35,22 @@ POLL_SECONDS = 0.02
 
 
 @dataclass
-class _Connection:
+class Connection:
+    """One master connection to a host; ``sessions``: the ssh processes started over it (elastic)."""
+
     host: str
     socket: Path
     proc: subprocess.Popen[bytes]
     log: Path  # what ssh says (why it cannot connect)
+    sessions: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def options(self) -> list[str]:
+        """ssh options for a session over this connection."""
+        return ["-o", f"ControlPath={self.socket}", "-o", "ControlMaster=no"]
+
+    def running_sessions(self) -> int:
+        return sum(1 for s in self.sessions if s.poll() is None)
 
 
 class SharedConnections:
@@ -45,24 +59,38 @@ class SharedConnections:
     def __init__(self, ssh: Sequence[str], preexec: Callable[[], None] | None = None) -> None:
         self._ssh = list(ssh)  # ssh and the launch's options, without the host
         self._preexec = preexec
-        self._folder: Path | None = None  # made by open()
-        self._connections: dict[tuple[str, int], _Connection] = {}  # by host and group
-        self._of_rank: dict[int, _Connection] = {}
+        self._folder: Path | None = None  # made with the first connection
+        self._connections: list[Connection] = []
+        self._of_rank: dict[int, Connection] = {}
 
     def open(self, remote: Sequence[Slot], stop: Callable[[], bool]) -> None:
         """One connection per SESSIONS_PER_CONNECTION of the ``remote`` slots on a host (in rank order), all
         started at once; returns once every one has authenticated, or ``stop()``."""
-        self._folder = Path(tempfile.mkdtemp(prefix="hvd-ssh-"))  # 0700; short: a socket path has 108 bytes
+        groups: dict[tuple[str, int], Connection] = {}
         seen: dict[str, int] = {}  # the slots given so far on each host
         for slot in remote:
             group = seen.get(slot.host, 0) // SESSIONS_PER_CONNECTION
             seen[slot.host] = seen.get(slot.host, 0) + 1
-            if (slot.host, group) not in self._connections:
-                number = len(self._connections)
-                self._connections[(slot.host, group)] = self._start(self._folder, slot.host, number)
-            self._of_rank[slot.rank] = self._connections[(slot.host, group)]
+            if (slot.host, group) not in groups:
+                groups[(slot.host, group)] = self._start(slot.host)
+            self._of_rank[slot.rank] = groups[(slot.host, group)]
+        self._wait_until_ready(list(groups.values()), stop)
+
+    def with_room(self, host: str, stop: Callable[[], bool]) -> Connection:
+        """A connection to ``host`` carrying fewer than SESSIONS_PER_CONNECTION running sessions: one
+        already open, else a new one, returned once it has authenticated (or ``stop()``). The caller adds
+        the session it starts to ``sessions``."""
+        for c in self._connections:
+            if c.host == host and c.proc.poll() is None and c.running_sessions() < SESSIONS_PER_CONNECTION:
+                return c
+        connection = self._start(host)
+        self._wait_until_ready([connection], stop)
+        return connection
+
+    def _wait_until_ready(self, waiting: list[Connection], stop: Callable[[], bool]) -> None:
+        """Until every one of ``waiting`` has authenticated (its control socket exists), or ``stop()``; a
+        ConnectionError naming the host for one that ssh gave up on or that took READY_SECONDS."""
         deadline = time.monotonic() + READY_SECONDS
-        waiting = list(self._connections.values())
         while waiting and not stop():
             for c in list(waiting):
                 if c.socket.exists():
@@ -77,14 +105,14 @@ class SharedConnections:
 
     def options(self, rank: int) -> list[str]:
         """ssh options for a remote rank's session over its group's connection."""
-        return ["-o", f"ControlPath={self._of_rank[rank].socket}", "-o", "ControlMaster=no"]
+        return self._of_rank[rank].options
 
     def close(self) -> None:
         """End every connection (their sessions with them) and remove the sockets' folder."""
-        for c in self._connections.values():
+        for c in self._connections:
             if c.proc.poll() is None:
                 c.proc.send_signal(signal.SIGTERM)
-        for c in self._connections.values():
+        for c in self._connections:
             try:
                 c.proc.wait(5)
             except subprocess.TimeoutExpired:
@@ -95,8 +123,11 @@ class SharedConnections:
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
 
-    def _start(self, folder: Path, host: str, number: int) -> _Connection:
-        socket_path, log = folder / str(number), folder / f"{number}.log"
+    def _start(self, host: str) -> Connection:
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="hvd-ssh-"))  # 0700; short: a socket path has 108 bytes
+        number = len(self._connections)
+        socket_path, log = self._folder / str(number), self._folder / f"{number}.log"
         argv = [*self._ssh, "-M", "-N", "-o", f"ControlPath={socket_path}", "-o", "ControlPersist=no", "--", host]
         with log.open("wb") as stderr:
             proc = subprocess.Popen(
@@ -107,10 +138,12 @@ class SharedConnections:
                 start_new_session=True,  # the launcher passes signals on itself
                 preexec_fn=self._preexec,
             )
-        return _Connection(host, socket_path, proc, log)
+        connection = Connection(host, socket_path, proc, log)
+        self._connections.append(connection)
+        return connection
 
     @staticmethod
-    def _last_words(c: _Connection) -> str:
+    def _last_words(c: Connection) -> str:
         lines = [line.strip() for line in c.log.read_text(errors="replace").splitlines() if line.strip()]
         return lines[-1] if lines else f"ssh exited with code {c.proc.returncode}"
 

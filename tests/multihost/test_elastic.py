@@ -182,3 +182,55 @@ def test_el_sigterm_to_the_launcher_ends_every_worker_without_a_restart(
     assert "got SIGTERM: passed it to every worker" in err and "generation 2" not in err, err[-3000:]
     assert not any(log[-1].get("done") for log in _logs(tmp_path).values())
     assert cluster.wait_clean(10) == {}
+
+
+def _run_recording_workers(cluster: netns.Cluster, build: Build, tmp_path: Path, hosts: str, *np_args: str):
+    """An elastic job whose workers only record that they ran (ran.<worker>) and exit 0 after 2 s (the
+    first to exit 0 ends the job), on the hosts a discovery script prints from ``hosts``."""
+    (tmp_path / "hosts.txt").write_text(hosts)
+    script = tmp_path / "discover.sh"
+    script.write_text(f"#!/bin/sh\ncat {tmp_path / 'hosts.txt'}\n")
+    script.chmod(0o755)
+    worker = f"echo ran > {tmp_path}/ran.$HVD_SELECTOR_WORKER; sleep 2"
+    argv = cluster.hosts[0].exec_argv(
+        sys.executable, "-m", "selector_backend", "run", *np_args, "--host-discovery-script", str(script),
+        "--ssh-config-file", str(cluster.ssh_config), "sh", "-c", worker,
+    )  # fmt: skip
+    return subprocess.run(argv, cwd=tmp_path, env=build.env(), capture_output=True, text=True, timeout=120)
+
+
+def test_el_sixteen_workers_on_one_host_share_two_ssh_connections(
+    el_cluster: netns.Cluster, v3_build: Build, tmp_path: Path
+) -> None:
+    """16 workers on one host whose sshd keeps its default MaxStartups (10:30:100): the elastic launcher
+    starts them as sessions over 2 shared connections (8 a connection), so none is refused and the host
+    sees 2 logins, not 16."""
+    cluster = el_cluster
+    host = cluster.hosts[1]
+    log = cluster.tmp / f"sshd-{host.name}.log"
+    logins_before = log.read_text(errors="replace").count("Accepted publickey")
+    proc = _run_recording_workers(cluster, v3_build, tmp_path, f"{host.address}:16\n", "-np", "16")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(list(tmp_path.glob("ran.*"))) == 16, proc.stderr[-3000:]
+    assert log.read_text(errors="replace").count("Accepted publickey") - logins_before == 2, log.read_text()[-3000:]
+    assert cluster.wait_clean(10) == {}
+
+
+def test_el_a_host_ssh_cannot_reach_is_blacklisted_before_a_worker_starts_there(
+    el_cluster: netns.Cluster, v3_build: Build, tmp_path: Path
+) -> None:
+    """The script lists a host whose sshd is gone, then a good one: the launcher says why ssh cannot
+    reach the first (its connection fails before any worker starts there), blacklists it, and runs the
+    job on the second."""
+    cluster = el_cluster
+    dead, good = cluster.hosts[2].address, cluster.hosts[1].address
+    cluster.kill_host(cluster.hosts[2])
+    hosts = f"{dead}:1\n{good}:1\n"
+    proc = _run_recording_workers(cluster, v3_build, tmp_path, hosts, "-np", "1", "--min-np", "1", "--max-np", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reason = f"ssh: connect to host {dead} port 22: Connection refused"
+    assert f"hvd-selector run: cannot reach host {dead} over ssh: {reason}; blacklisting it" in proc.stderr
+    assert "exited with code" not in proc.stderr, proc.stderr[-3000:]
+    assert f"generation 1: 1 rank(s) on {good}" in proc.stderr, proc.stderr[-3000:]
+    assert len(list(tmp_path.glob("ran.*"))) == 1
+    assert cluster.wait_clean(10) == {}
