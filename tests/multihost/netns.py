@@ -111,9 +111,13 @@ StrictModes no
 PrintMotd no
 ClientAliveInterval 1
 ClientAliveCountMax 3
+SetEnv SHLVL=1
 """
 # sshd's own MaxStartups (10:30:100) and MaxSessions (10), as on a cluster's hosts: 16 ranks' ssh
 # started at once on one host used to trip the first (selector_backend.jobs.ssh_connections).
+# SHLVL=1: Debian's bash sources ~/.bashrc for a command sshd runs when SHLVL is unset or 0;
+# this machine's root .bashrc runs `pyenv init -`, about 0.15 CPU-s per session and a third
+# of these tests' CPU. The launcher passes what a rank needs (absolute paths, its environment).
 
 SSH_CONFIG = """\
 Host 10.77.*
