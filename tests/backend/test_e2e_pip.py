@@ -7,7 +7,9 @@ build/test-wheels/); marked spread: its tests may run on both xdist workers at o
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -164,6 +166,30 @@ def test_eight_concurrent_installs_share_one_cache(variant_index: VariantIndex, 
     assert {str(build_info(b, env)["target"]) for b in bindirs} == {"x86_64"}
     assert variant_index.server.count(path) - before == 1  # one download; seven waited on the lock
     assert len(list(cache.rglob("*.whl"))) == 1
+
+
+def test_a_venv_s_installs_leave_its_template_as_it_was(variant_index: VariantIndex, tmp_path: Path) -> None:
+    """make_venv hard-links its template's files into each venv (devtools.venvs): pip reinstalling a
+    package there and Python compiling modules again replace the venv's files; they never write into
+    the files the venv shares with the template and every other venv."""
+    bindir = venv_with_dependencies(tmp_path / "venv", variant_index)
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    shared = [f for d in ("packaging", "archspec") for f in (site / d).rglob("*") if f.is_file()]
+    assert shared and all(f.stat().st_nlink > 1 for f in shared), "the template's files are linked"
+    keep = tmp_path / "keep"  # links of our own to the shared files, to read them once the venv's are replaced
+    keep.mkdir()
+    for i, f in enumerate(shared):
+        os.link(f, keep / str(i))
+    before = {i: hashlib.sha256(f.read_bytes()).hexdigest() for i, f in enumerate(shared)}
+    wheelhouse = str(variant_index.wheelhouse)
+    pip = [str(bindir / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index"]
+    run([*pip, "--find-links", wheelhouse, "--force-reinstall", "--no-deps", "packaging"], env=clean_env())
+    run([str(bindir / "python"), "-m", "compileall", "-q", "-f", str(site / "archspec")], env=clean_env())
+    after = {i: hashlib.sha256((keep / str(i)).read_bytes()).hexdigest() for i in range(len(shared))}
+    assert after == before
+    replaced = [i for i, f in enumerate(shared) if f.exists() and not f.samefile(keep / str(i))]
+    assert any(shared[i].name == "__init__.py" for i in replaced), "pip wrote packaging's files anew"
+    assert any(shared[i].suffix == ".pyc" and "archspec" in shared[i].parts for i in replaced), "and compileall"
 
 
 def test_no_compatible_variant_builds_the_exact_variant(variant_index: VariantIndex, tmp_path: Path) -> None:
