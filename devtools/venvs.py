@@ -51,7 +51,8 @@ def _run_pip(cmd: list[str], env: dict[str, str] | None = None, timeout: float =
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-4000:]}")
 
 
-def _site_packages(root: Path) -> Path:
+def site_packages(root: Path) -> Path:
+    """The site-packages folder of the venv at ``root``."""
     return next((root / "lib").glob("python*/site-packages"))
 
 
@@ -82,7 +83,7 @@ def make_venv(
     venv.EnvBuilder(system_site_packages=system_site_packages, clear=True).create(path)
     template = _template(tuple(sorted(packages)), str(find_links) if packages else None)
     shutil.copytree(
-        _site_packages(template), _site_packages(path), symlinks=True, copy_function=_link_or_copy, dirs_exist_ok=True
+        site_packages(template), site_packages(path), symlinks=True, copy_function=_link_or_copy, dirs_exist_ok=True
     )
     for script in (template / "bin").iterdir():
         target = path / "bin" / script.name

@@ -160,8 +160,8 @@ def pip_install(
 
 
 def venv_with_dependencies(path: Path, index: VariantIndex) -> Path:
-    """A fresh venv (bin/) that already holds hvd-selector's runtime dependencies, copied from one
-    template per process (devtools.venvs): pip still resolves them, and installs hvd-selector alone.
+    """A fresh venv (bin/) that already holds hvd-selector's runtime dependencies, hard-linked from
+    one template (devtools.venvs): pip still resolves them, and installs hvd-selector alone.
     For tests about what is installed, not how numpy is; test_host_profile_override keeps one
     install with every dependency into a bare venv."""
     return make_venv(path, packages=RUNTIME_DEPS, find_links=index.wheelhouse)

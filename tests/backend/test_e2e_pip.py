@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from devtools.loopback_http import serve
-from devtools.venvs import make_venv
+from devtools.venvs import make_venv, site_packages
 
 from .backend_helpers import (
     VariantIndex,
@@ -173,7 +173,7 @@ def test_a_venv_s_installs_leave_its_template_as_it_was(variant_index: VariantIn
     package there and Python compiling modules again replace the venv's files; they never write into
     the files the venv shares with the template and every other venv."""
     bindir = venv_with_dependencies(tmp_path / "venv", variant_index)
-    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    site = site_packages(tmp_path / "venv")
     shared = [f for d in ("packaging", "archspec") for f in (site / d).rglob("*") if f.is_file()]
     assert shared and all(f.stat().st_nlink > 1 for f in shared), "the template's files are linked"
     keep = tmp_path / "keep"  # links of our own to the shared files, to read them once the venv's are replaced
