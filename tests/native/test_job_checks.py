@@ -25,8 +25,8 @@ def outcomes(out: Path, np_: int) -> list[dict]:
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(np_)]
 
 
-def _split(build: Build, launcher: list[str], tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
-    env = build.env(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **extra)
+def _split(build: Build, launcher: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = build.env(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     argv = [*launcher, str(WORKER), str(tmp_path), "split"]
     return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
@@ -40,7 +40,9 @@ def test_a_split_job_fails_at_init_naming_both_sizes(
     size, MPI's, and the mpiexec this build needs."""
     build = request.getfixturevalue(f"{impl}_build")
     if how == "torchrun":
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+        # --log-dir: without it torchrun's agent leaves a torchelastic_* folder in /tmp
+        logs = ["--log-dir", str(tmp_path / "torchrun-logs")]
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *logs]
         said = "torchrun started this process as rank {r} of 2 (WORLD_SIZE=2)"
     else:
         launcher = [*OTHER_MPIEXEC[impl], "-np", "2", sys.executable]
@@ -48,10 +50,7 @@ def test_a_split_job_fails_at_init_naming_both_sizes(
             "mpich": "Open MPI's mpirun started this process as rank {r} of 2 (OMPI_COMM_WORLD_SIZE=2)",
             "openmpi": "mpiexec (PMI) started this process as rank {r} of 2 (PMI_SIZE=2)",
         }[impl]
-    # torchrun's agent makes its log folder (torchelastic_*) in TMPDIR and leaves it there: keep it in
-    # tmp_path. Not for mpiexec, whose session sockets must stay short enough for a socket path.
-    extra = {"TMPDIR": str(tmp_path)} if how == "torchrun" else {}
-    proc = _split(build, launcher, tmp_path, **extra)
+    proc = _split(build, launcher, tmp_path)
     assert (tmp_path / "rank1.json").exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
     for r, outcome in enumerate(outcomes(tmp_path, 2)):
         assert outcome.get("error") == "JobEnvError", outcome  # before: "result": 1 on both
