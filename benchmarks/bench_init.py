@@ -8,8 +8,10 @@ moves the figures more than anything else):
 * **store rendezvous** at --ranks (default 16,64,256): the launcher's store
   (``rendezvous.StoreServer``, one event-loop thread in this process) against
   torch.distributed's ``TCPStore`` (its libuv server, in this process). The
-  clients are threads: --workers forked processes each run ranks/workers
-  client threads, one connection per simulated rank, every client doing what
+  clients are forked processes, one per simulated rank as in a real job
+  (--workers N spreads them as threads over N processes instead: fewer
+  processes for the scheduler, a gentler load than a job's), one connection
+  per simulated rank, every client doing what
   a rank's ``init()`` does through the store (``buildmix.exchange`` and
   ``tcp_mesh.cpp``'s ``connect_mesh``): two gathers, each one set of this
   rank's record and one wait for every rank's (the build records, then the
@@ -38,7 +40,7 @@ updates the recorded figures), so a plain run leaves the tree clean.
 Not a test.
 
     python -m benchmarks.bench_init [--ranks 16,64,256] [--init-ranks 4,8,16]
-        [--workers 8] [--rounds 5] [--write PATH]
+        [--workers 0] [--rounds 5] [--write PATH]
 """
 
 from __future__ import annotations
@@ -93,7 +95,9 @@ def _torch_client(host: str, port: int, secret: bytes, rank: int, size: int) -> 
     _init_pattern(rank, size, gather)
 
 
-def _worker(kind: str, host: str, port: int, secret: bytes, ranks: list[int], size: int, go: Any, out: Any) -> None:
+def _worker(
+    kind: str, host: str, port: int, secret: bytes, ranks: list[int], size: int, ready: Any, go: Any, out: Any
+) -> None:
     """One forked process: a thread per simulated rank, started together at the go signal."""
     client = _hvd_client if kind == "hvd_selector" else _torch_client
     errors: list[str] = []
@@ -105,6 +109,7 @@ def _worker(kind: str, host: str, port: int, secret: bytes, ranks: list[int], si
             errors.append(f"rank {rank}: {type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=one, args=(r,)) for r in ranks]
+    ready.put(None)
     go.wait()
     for thread in threads:
         thread.start()
@@ -131,12 +136,14 @@ def _store_round(kind: str, size: int, workers: int) -> float:
 
         server = TCPStore("127.0.0.1", 0, size, True, timeout=timedelta(seconds=120), wait_for_workers=False)
         host, port = "127.0.0.1", server.port
-    go, out = ctx.Event(), ctx.Queue()
+    ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
     groups = [list(range(size))[w::workers] for w in range(min(workers, size))]
-    procs = [ctx.Process(target=_worker, args=(kind, host, port, secret, g, size, go, out)) for g in groups]
+    procs = [ctx.Process(target=_worker, args=(kind, host, port, secret, g, size, ready, go, out)) for g in groups]
     for proc in procs:
         proc.start()
-    time.sleep(0.5)  # the workers are forked and waiting
+    for _ in procs:  # every worker forked and waiting: forking 256 of them is not part of the time
+        ready.get(timeout=120)
+    time.sleep(0.2)  # and settled: the last one's put is not its wait
     start = time.monotonic()
     go.set()
     finished, errors = [], []
@@ -360,7 +367,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ranks", default="16,64,256", help="store rendezvous rank counts (simulated clients)")
     parser.add_argument("--init-ranks", default="4,8,16", help="full init() rank counts (real processes); '' skips")
-    parser.add_argument("--workers", type=int, default=8, help="processes the simulated clients are spread over")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="processes the simulated clients are spread over (0: one per rank)"
+    )
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per count; the median is kept")
     parser.add_argument("--write", type=Path, help="also write the result (JSON) to this file")
     parser.add_argument("--keep-dns", action="store_true", help="measure with the host's resolver (see below)")
@@ -379,7 +388,7 @@ def main() -> None:
         seen: dict[str, list[float]] = {"hvd_selector": [], "torch": []}
         for _ in range(args.rounds):
             for kind in seen:
-                seen[kind].append(_store_round(kind, size, args.workers))
+                seen[kind].append(_store_round(kind, size, args.workers or size))
         store_rows.append(
             {
                 **_row(size, {kind: _median(runs) for kind, runs in seen.items()}),
@@ -391,9 +400,9 @@ def main() -> None:
     import torch
 
     result = {
-        "what": "rendezvous through the store (simulated ranks: threads in forked processes) and full init() "
-        "(real processes), hvd_selector vs torch.distributed; seconds, median of interleaved rounds; "
-        "ratio = hvd/torch",
+        "what": "rendezvous through the store (simulated ranks: client threads in --workers forked processes, "
+        "0: one each) and full init() (real processes), hvd_selector vs torch.distributed; seconds, "
+        "median of interleaved rounds; ratio = hvd/torch",
         "command": "python -m benchmarks.bench_init " + " ".join(sys.argv[1:]),
         "workers": args.workers,
         "rounds": args.rounds,
