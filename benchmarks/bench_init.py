@@ -95,6 +95,18 @@ def _torch_client(host: str, port: int, secret: bytes, rank: int, size: int) -> 
     _init_pattern(rank, size, gather)
 
 
+def _start_together(procs: list[Any], ready: Any, go: Any) -> float:
+    """Start ``procs``, wait until each has reached ``ready`` (a barrier of len(procs) + 1 parties)
+    and give the go signal; its time. Each process then waits on ``go`` (an event), so forking
+    them, however many, is not part of the time and none starts before it."""
+    for proc in procs:
+        proc.start()
+    ready.wait()
+    start = time.monotonic()
+    go.set()
+    return start
+
+
 def _worker(
     kind: str, host: str, port: int, secret: bytes, ranks: list[int], size: int, ready: Any, go: Any, out: Any
 ) -> None:
@@ -109,7 +121,7 @@ def _worker(
             errors.append(f"rank {rank}: {type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=one, args=(r,)) for r in ranks]
-    ready.put(None)
+    ready.wait()
     go.wait()
     for thread in threads:
         thread.start()
@@ -136,16 +148,10 @@ def _store_round(kind: str, size: int, workers: int) -> float:
 
         server = TCPStore("127.0.0.1", 0, size, True, timeout=timedelta(seconds=120), wait_for_workers=False)
         host, port = "127.0.0.1", server.port
-    ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
     groups = [list(range(size))[w::workers] for w in range(min(workers, size))]
+    ready, go, out = ctx.Barrier(len(groups) + 1, timeout=120), ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=_worker, args=(kind, host, port, secret, g, size, ready, go, out)) for g in groups]
-    for proc in procs:
-        proc.start()
-    for _ in procs:  # every worker forked and waiting: forking 256 of them is not part of the time
-        ready.get(timeout=120)
-    time.sleep(0.2)  # and settled: the last one's put is not its wait
-    start = time.monotonic()
-    go.set()
+    start = _start_together(procs, ready, go)
     finished, errors = [], []
     for _ in procs:
         at, errs = out.get(timeout=600)
@@ -199,7 +205,7 @@ def _init_child(size: int, rounds: int) -> dict[str, Any]:
 
         setattr(module, name, wrapper)
 
-    def hvd_rank(rank: int, port: int, secret: bytes, go: Any, out: Any) -> None:
+    def hvd_rank(rank: int, port: int, secret: bytes, ready: Any, go: Any, out: Any) -> None:
         from hvd_selector import _api, _core, buildmix
 
         phases: dict[str, float] = {}
@@ -215,13 +221,15 @@ def _init_child(size: int, rounds: int) -> dict[str, Any]:
             HVD_SELECTOR_LOCAL_SIZE=str(size),
             HVD_SELECTOR_TIMEOUT="120",
         )
+        ready.wait()
         go.wait()
         cpu = time.process_time()
         hvd.init()
         out.put((time.monotonic(), phases, time.process_time() - cpu))
         hvd.shutdown()
 
-    def torch_rank(rank: int, port: int, secret: bytes, go: Any, out: Any) -> None:
+    def torch_rank(rank: int, port: int, secret: bytes, ready: Any, go: Any, out: Any) -> None:
+        ready.wait()
         go.wait()
         cpu = time.process_time()
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=size)
@@ -234,21 +242,18 @@ def _init_child(size: int, rounds: int) -> dict[str, Any]:
         secret = secrets.token_bytes(32)
         server = StoreServer(secret, clients=size) if kind == "hvd_selector" else None
         port = server.address[1] if server is not None else free_port()
-        go, out = ctx.Event(), ctx.Queue()
+        ready, go, out = ctx.Barrier(size + 1, timeout=INIT_BOUND), ctx.Event(), ctx.Queue()
         target = hvd_rank if kind == "hvd_selector" else torch_rank
-        procs = [ctx.Process(target=target, args=(r, port, secret, go, out)) for r in range(size)]
-        for proc in procs:
-            proc.start()
+        procs = [ctx.Process(target=target, args=(r, port, secret, ready, go, out)) for r in range(size)]
         if server is not None:
             server.start()
-        time.sleep(0.5)
-        start, own_cpu = time.monotonic(), time.process_time()
-        go.set()
         try:
+            start = _start_together(procs, ready, go)
+            own_cpu = time.process_time()  # serving the store from the go signal on, not forking the ranks
             done = [out.get(timeout=INIT_BOUND) for _ in procs]
-        except queue.Empty:  # a rank hung: record it, end the round
+            own_cpu = time.process_time() - own_cpu
+        except (threading.BrokenBarrierError, queue.Empty):  # a rank died or hung: record it, end the round
             done = []
-        own_cpu = time.process_time() - own_cpu
         for proc in procs:
             proc.join(timeout=10 if done else 0)
             if proc.is_alive():
