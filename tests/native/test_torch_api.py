@@ -60,8 +60,8 @@ def test_ranks_that_drift_apart(drift: float, gloo_build: Build, tmp_path: Path)
     3.5 s ends rank 0's waiting allreduce with CollectiveTimeoutError, later torch collectives fail
     until shutdown() and init(), and after that the job goes on."""
     proc = launch(gloo_build, 2, "torch_drift.py", str(tmp_path), str(drift), cwd=tmp_path, HVD_SELECTOR_TIMEOUT="2")
-    seen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    seen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     if drift < 2:
         assert seen == [{"drifted": "ok", "next": "ok", "after_reinit": "ok"}] * 2, seen
         return

@@ -4,10 +4,12 @@ Run under the launcher with HVD_SELECTOR_TIMEOUT=2: python torch_drift.py OUT_DI
 Rank 1 computes alone for SECONDS before its allreduce while rank 0 already
 waits in its own; OUT_DIR/rank<r>.json says what each rank saw: "ok", or the
 error type and message, for that allreduce and for the next one; then both
-ranks shutdown() and init() again and record whether an allreduce works.
+ranks shutdown() and init() again (with a 30 s timeout, docs/guide/pytorch.md) and
+record whether an allreduce works.
 """
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -36,6 +38,9 @@ if rank == 1:
 attempt("drifted", "drifted")
 attempt("next", "next")
 hvd.shutdown()
+# The ranks reach this init() as far apart as they drifted (rank 0 at about 2 s, rank 1 after 3.5 s),
+# and init() waits for its peers HVD_SELECTOR_TIMEOUT seconds too: 2 s would leave a 0.5 s margin.
+os.environ["HVD_SELECTOR_TIMEOUT"] = "30"
 hvd.init()
 attempt("after_reinit", "after_reinit")
 hvd.shutdown()
