@@ -16,14 +16,13 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from selector_backend.engine import variant_json
 from selector_backend.engine.catalog import load_catalog
 from selector_backend.publishing.provider_dist import build_provider_wheel
 from tests.backend.adopter import CATALOG, bare_project
+from tests.installed import require
 
-pytest.importorskip("variantlib", reason="variantlib (PEP 825 reference implementation) not installed")
+require("variantlib", reason="variantlib (PEP 825 reference implementation) not installed")
 
 OWN_AXIS = """
 [axes.dispatch]

@@ -20,8 +20,9 @@ import pytest
 from devtools import native_builds
 from devtools.venvs import make_venv, user_env
 from selector_backend.files.tomlfile import load_toml
+from tests.installed import require
 
-pytest.importorskip("torch")
+require("torch")
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]

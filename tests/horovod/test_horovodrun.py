@@ -16,8 +16,9 @@ import pytest
 from devtools import native_builds
 from devtools.venvs import user_env
 from tests.horovod.test_compat import _venv, wheels  # noqa: F401  (wheels: the module's fixture)
+from tests.installed import require
 
-pytest.importorskip("torch")
+require("torch")
 pytestmark = pytest.mark.slow
 
 TRAIN = """

@@ -17,10 +17,11 @@ import pytest
 from devtools.native_builds import Build
 from tests.horovod.test_compat import _venv, wheels  # noqa: F401  (wheels: the module's fixture)
 from tests.horovod.test_horovodrun import TRAIN
+from tests.installed import require
 
 from .netns import Cluster
 
-pytest.importorskip("torch")
+require("torch")
 pytestmark = pytest.mark.slow
 
 

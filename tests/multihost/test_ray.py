@@ -26,11 +26,12 @@ from pathlib import Path
 import pytest
 
 from devtools.native_builds import Build
+from tests.installed import require
 
 from . import netns
 from .conftest import _needs_root_and_tools
 
-pytest.importorskip("ray")
+require("ray")
 pytestmark = pytest.mark.slow
 DRIVER = Path(__file__).resolve().parent / "workers" / "ray_job.py"
 KILL_BOUND_S = 6 + 5 + 10  # timeout_s + the executor's report time + Ray noticing the death, on 2 shared cores

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from devtools.native_builds import Build
+from tests.installed import require
 
 from .native_helpers import assert_checks_passed, launch
 
-pytest.importorskip("torch")
+require("torch")
 pytestmark = pytest.mark.slow
 
 CASES = 5  # the CASES of workers/sync_batch_norm.py

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from devtools.native_builds import REPO, Build, run_argv
+from tests.installed import require
 
 from .native_helpers import assert_checks_passed, launch
 
-pytest.importorskip("torch")
+require("torch")
 pytestmark = pytest.mark.slow
 
 LOSS = re.compile(r"epoch \d: mean loss (\d+\.\d+) over 2 ranks")

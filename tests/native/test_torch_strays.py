@@ -17,10 +17,11 @@ import pytest
 
 from devtools.native_builds import Build, run_argv
 from devtools.stray_connections import StrayConnections
+from tests.installed import require
 
 from .native_helpers import WORKERS
 
-pytest.importorskip("torch")
+require("torch")
 pytestmark = pytest.mark.slow
 
 CYCLES = 6
