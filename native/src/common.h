@@ -33,6 +33,9 @@ std::string shape_string(const hvd_tensor& t);
 // yet (a peer rank on this host; the launcher may reap late).
 bool process_gone(int32_t pid);
 
+// The exact variant this core was built as (build_string.cpp).
+const char* variant_string();
+
 // Folds v into the running digest h (a multiply-xorshift step, so every bit
 // of v reaches every bit of h): grouped shapes and agreement summaries.
 inline uint64_t mix(uint64_t h, uint64_t v) {

@@ -11,10 +11,6 @@
 #include "kernels_cpu.h"
 #include "state.h"
 
-#ifndef HVD_BUILD_STRING
-#define HVD_BUILD_STRING "unknown"
-#endif
-
 namespace hvd {
 namespace {
 
@@ -385,8 +381,8 @@ hvd_status hvd_init_gloo(int rank, int size, int local_rank, int local_size, con
     gpu::configure(timeout_s);
 #else
     (void)rank, (void)size, (void)local_rank, (void)local_size, (void)store, (void)hostname, (void)timeout_s;
-    throw Error(HVD_ERR_UNAVAILABLE,
-                "this build has no gloo controller (" HVD_BUILD_STRING "); start the ranks with mpiexec");
+    throw Error(HVD_ERR_UNAVAILABLE, std::string("this build has no gloo controller (") + variant_string() +
+                                         "); start the ranks with mpiexec");
 #endif
   });
 }
@@ -402,8 +398,8 @@ hvd_status hvd_init_mpi(double timeout_s) {
     gpu::configure(timeout_s);
 #else
     (void)timeout_s;
-    throw Error(HVD_ERR_UNAVAILABLE, "this build has no mpi controller (" HVD_BUILD_STRING
-                                     "); start the ranks with hvd-selector run");
+    throw Error(HVD_ERR_UNAVAILABLE, std::string("this build has no mpi controller (") + variant_string() +
+                                         "); start the ranks with hvd-selector run");
 #endif
   });
 }
@@ -444,7 +440,7 @@ const char* hvd_transport(void) {
 }
 
 const char* hvd_build_string(void) {
-  static const std::string s = std::string(HVD_BUILD_STRING) + " kernels=" + kernels::kernel_isa();
+  static const std::string s = std::string(variant_string()) + " kernels=" + kernels::kernel_isa();
   return s.c_str();
 }
 

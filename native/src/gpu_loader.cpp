@@ -12,10 +12,6 @@
 #include "gpu.h"
 #include "state.h"
 
-#ifndef HVD_BUILD_STRING
-#define HVD_BUILD_STRING "unknown"
-#endif
-
 namespace hvd {
 
 // The plugin's numbering is the core's (nccl_plugin.h says so; this checks it).
@@ -79,7 +75,8 @@ void load_locked() {
   if (g_tried) return;
   g_tried = true;
 #ifndef HVD_HAVE_NCCL
-  g_reason = "this build is CPU-only (" HVD_BUILD_STRING ")";  // hvd_selector adds the command that fits
+  // hvd_selector adds the command that fits
+  g_reason = std::string("this build is CPU-only (") + variant_string() + ")";
   return;
 #else
   std::string path = core_directory() + "/libhvd_nccl.so";

@@ -239,7 +239,8 @@ def compile_commands(build: Path) -> dict[str, str]:
 @needs_cmake
 def test_only_the_files_that_use_the_variant_compile_differently(tmp_path: Path) -> None:
     """ccache keeps one object per file for every variant (docs/reference/native.md, "The CPU target axis"):
-    two variants that differ in target and tensor_ops compile every shared file with the same command."""
+    two variants that differ in target and tensor_ops compile every shared file with the same command, and
+    two of the same controllers differ in the kernels and the variant string's file alone."""
     if shutil.which("mpicc.mpich") is None:
         pytest.skip("needs Debian's libmpich-dev (mpicc.mpich)")
     gloo = compile_commands(configure(tmp_path / "gloo", "-DHVD_TARGET=x86_64_v4", "-DHVD_TENSOR_OPS=gloo"))
@@ -254,7 +255,12 @@ def test_only_the_files_that_use_the_variant_compile_differently(tmp_path: Path)
     )  # fmt: skip
     assert "<build>/nanobind/src/nb_type.cpp" in gloo.keys() & mpi.keys(), "nanobind compiles from its copy"
     differ = {f for f in gloo.keys() & mpi.keys() if gloo[f] != mpi[f]}
-    assert differ == {"native/src/kernels_cpu.cpp", "native/src/context.cpp", "native/src/gpu_loader.cpp"}
+    variant_files = {"native/src/build_string.cpp", "native/src/context.cpp", "native/src/gpu_loader.cpp"}
+    assert differ == {"native/src/kernels_cpu.cpp", *variant_files}
+    # the same controllers for another target: only the kernels and the variant string's own file
+    gloo_v3 = compile_commands(configure(tmp_path / "gloo-v3", "-DHVD_TARGET=x86_64_v3", "-DHVD_TENSOR_OPS=gloo"))
+    differ = {f for f in gloo.keys() & gloo_v3.keys() if gloo[f] != gloo_v3[f]}
+    assert differ == {"native/src/kernels_cpu.cpp", "native/src/build_string.cpp"}
     assert not any(str(elsewhere) in command for command in mpi.values())
     assert "-march=x86-64-v4" in gloo["native/src/kernels_cpu.cpp"]
     assert not any("-march" in command for f, command in gloo.items() if f != "native/src/kernels_cpu.cpp")
