@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,8 +85,14 @@ def chromium(*args: str, width: int = WIDTH, height: int = 1000) -> subprocess.C
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("docs-html")
-    subprocess.run([sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", str(ROOT / "docs"), str(out)], check=True)
+    """The shared build (devtools.docs_build), hard-linked into a folder of this module's own, where
+    the probes' driver pages are written."""
+    from devtools.docs_build import built_docs
+
+    html, warnings = built_docs()
+    assert not warnings, "\n".join(warnings)  # CI's `sphinx -W` would fail on them
+    out = tmp_path_factory.mktemp("docs-html") / "html"
+    shutil.copytree(html, out, copy_function=os.link)
     return out
 
 

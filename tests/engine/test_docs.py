@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -100,20 +98,11 @@ def test_cli_help_covers_every_command() -> None:
 
 
 @pytest.fixture(scope="module")
-def built_docs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+def built_docs() -> tuple[Path, list[str]]:
     pytest.importorskip("myst_parser")
-    out = tmp_path_factory.mktemp("docs")
-    warnings = out / "warnings.txt"
-    proc = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-w", str(warnings), "docs", str(out / "html")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out / "html", [w for w in warnings.read_text().splitlines() if "WARNING" in w or "ERROR" in w]
+    from devtools.docs_build import built_docs
+
+    return built_docs()
 
 
 def test_engine_pages_build_without_warnings(built_docs: tuple[Path, list[str]]) -> None:
