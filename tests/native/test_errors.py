@@ -48,7 +48,7 @@ def _run(
 def _one_job(build: Build, scenarios: list[str], tmp_path: Path, np_: int, **env: str) -> Outcomes:
     """Scenarios that each end in an exception, run one after another in one job (a rank and
     its start-up serve them all, as a script that catches its errors and goes on), then a Sum
-    allreduce that must still work (test_the_job_goes_on_after_each_error)."""
+    allreduce that must still work (the test_the_job_goes_on_* tests)."""
     proc, outcomes, _ = _run(build, ",".join([*scenarios, "sum"]), tmp_path, np_=np_, **env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert sorted(outcomes) == list(range(np_))
@@ -118,7 +118,7 @@ def test_mismatch_over_tcp_where_payloads_ride_in_the_agreement_round(
 
 @pytest.mark.parametrize("scenario", sorted(LOCAL_BAD_INPUT))
 def test_local_bad_input(local_bad_input: Outcomes, scenario: str) -> None:
-    """A call this rank refuses before any exchange: its own error, and (``_one_job``) the job goes on."""
+    """A call this rank refuses before any exchange: its own error on every rank."""
     error, text = LOCAL_BAD_INPUT[scenario]
     for done in local_bad_input.values():
         outcome = done[scenario]

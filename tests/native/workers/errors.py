@@ -24,12 +24,18 @@ from selector_backend.files.atomic import atomic_write_text
 out_dir, scenarios = Path(sys.argv[1]), sys.argv[2].split(",")
 hvd.init()
 rank, size = hvd.rank(), hvd.size()
-big = np.ones(1 << 22, np.float32)
+
+
+def die_before() -> None:
+    if rank == 1:
+        os._exit(7)
+    hvd.allreduce(np.ones(1 << 20, np.float32))
 
 
 def die_during() -> None:
     if rank == 1:
         threading.Timer(0.5, lambda: os._exit(7)).start()
+    big = np.ones(1 << 22, np.float32)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         hvd.allreduce(big)
@@ -46,12 +52,6 @@ def leave_early() -> None:  # rank 0 leaves at once (no shutdown, exit 0); rank 
     if rank == 0:
         os._exit(0)
     time.sleep(30)
-
-
-def die_before() -> None:
-    if rank == 1:
-        os._exit(7)
-    hvd.allreduce(np.ones(1 << 20, np.float32))
 
 
 #: scenario -> the call every rank makes (its own arguments, by rank)
